@@ -1,0 +1,5 @@
+"""``python -m qkv`` runs the command-line interface (also what torchrun launches)."""
+
+from qkv.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,260 @@
+"""The attention core: ``softmax(score(Q, K) + bias, masked) V``, in one function.
+
+Every module in qkv that attends (multi-head attention, RNN decoders, the ViT, the captioner)
+calls :func:`attend`. Masking, the softmax, dropout and the choice of kernel live here and nowhere
+else.
+
+Two paths compute the same thing:
+
+* the **fused path** hands dot-product scores to
+  :func:`torch.nn.functional.scaled_dot_product_attention` (SDPA); it is taken whenever the score is
+  a dot product (:meth:`Score.as_dot_product`) and no weights are requested;
+* the **chunked path** evaluates any score on blocks of queries, so the ``(B, H, chunk, Tk)``
+  energies never exceed :data:`CHUNK_ELEMENTS` however long the sequences; it also returns the
+  weights.
+
+Guarantees on both paths: a query row with no allowed key gives a zero context and zero weights
+(never NaN, never a uniform average) with finite gradients; the softmax runs in float32 for
+float16/bfloat16 inputs and masked energies are filled with float32's own minimum, so low precision
+cannot overflow; dropout applies only when ``training`` is true.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from qkv.attention.masks import as_4d, causal_mask, check_mask, combine_masks
+from qkv.attention.scores import ScaledDot, Score
+
+# Upper bound on the float32 energies of one query chunk in the chunked path: 2**23 values, 32 MiB.
+CHUNK_ELEMENTS = 1 << 23
+
+_DEFAULT_SCORE = ScaledDot()
+
+
+@dataclass(frozen=True)
+class AttentionOutput:
+    """What attention returns.
+
+    Attributes:
+        context: ``(B, [H,] Tq, Dv)`` weighted sums of the values.
+        weights: ``(B, [H,] Tq, Tk)`` attention distribution (before dropout), or ``None`` unless
+            requested. Rows with no allowed key are all zero.
+    """
+
+    context: Tensor
+    weights: Tensor | None = None
+
+
+def attend(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    score: Score | None = None,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    training: bool = True,
+    need_weights: bool = False,
+) -> AttentionOutput:
+    """Attend from ``query`` to ``key``/``value``.
+
+    Args:
+        query: ``(B, Tq, Dq)`` or ``(B, H, Tq, Dq)``.
+        key: ``(B, Tk, Dk)`` or ``(B, Hkv, Tk, Dk)``; ``H`` must be a multiple of ``Hkv``
+            (grouped-query attention shares each key/value head among ``H / Hkv`` query heads).
+        value: ``(B, Tk, Dv)`` or ``(B, Hkv, Tk, Dv)``.
+        score: a :class:`~qkv.attention.scores.Score`; defaults to :class:`ScaledDot`.
+        mask: boolean keep-mask, ``True`` = may attend, broadcastable to ``(B, H, Tq, Tk)``
+            (``(B, Tq, Tk)`` for 3-d inputs). A floating-point mask is taken as an additive bias,
+            as SDPA does.
+        bias: additive float bias broadcastable like ``mask`` (ALiBi, relative positions).
+        is_causal: also apply :func:`~qkv.attention.masks.causal_mask` (bottom-right aligned).
+        dropout_p: dropout on the attention weights, applied only when ``training`` is true.
+        training: whether dropout is active; modules pass ``self.training``.
+        need_weights: also return the ``(B, [H,] Tq, Tk)`` weights (takes the chunked path).
+
+    Returns:
+        :class:`AttentionOutput` with ``context`` of shape ``(B, [H,] Tq, Dv)``.
+
+    Raises:
+        ValueError: on inconsistent shapes, empty sequences or batches, bad masks or dropout.
+    """
+    score = _DEFAULT_SCORE if score is None else score
+    if mask is not None and mask.dtype != torch.bool:
+        if bias is not None:
+            raise ValueError("got a float mask and a bias; pass one additive bias")
+        mask, bias = None, mask
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+
+    shape = _check_inputs(query, key, value)  # (B, [H,] Tq, Tk)
+    for name, tensor in (("mask", mask), ("bias", bias)):
+        if tensor is not None:
+            check_mask(tensor, shape, name)
+    unbatched_heads = query.dim() == 3
+    if unbatched_heads:  # (B, T, D) -> (B, 1, T, D): one code path for both layouts
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        mask, bias = _add_head_dim(mask), _add_head_dim(bias)
+    dropout_p = dropout_p if training else 0.0
+
+    dot = None if need_weights else score.as_dot_product(query, key)
+    if dot is not None:
+        q, k, scale = dot
+        context, weights = _fused(q, k, value, scale, mask, bias, is_causal, dropout_p), None
+    else:
+        if is_causal:
+            mask = combine_masks(mask, causal_mask(shape[-2], shape[-1], device=query.device))
+        context, weights = _chunked(query, key, value, score, mask, bias, dropout_p, need_weights)
+    if unbatched_heads:
+        context = context.squeeze(1)
+        weights = None if weights is None else weights.squeeze(1)
+    return AttentionOutput(context, weights)
+
+
+def masked_softmax(energies: Tensor, keep: Tensor | None) -> Tensor:
+    """Softmax over the last dim, zero where ``keep`` is false and on empty rows.
+
+    Args:
+        energies: ``(..., Tq, Tk)`` of any float dtype; float16/bfloat16 are upcast to float32.
+        keep: boolean, broadcastable to ``energies``, or ``None``.
+
+    Returns:
+        ``(..., Tq, Tk)`` in float32 (float64 for float64 input); each row sums to 1 over its
+        allowed keys, or is all zero.
+    """
+    energies = energies.to(softmax_dtype(energies.dtype))
+    if keep is None:
+        return energies.softmax(dim=-1)
+    energies = energies.masked_fill(~keep, torch.finfo(energies.dtype).min)
+    # A row with no allowed key softmaxes to a uniform row over equal minima: zero it instead.
+    return energies.softmax(dim=-1) * keep.any(dim=-1, keepdim=True)
+
+
+def softmax_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the softmax runs in: at least float32."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _add_head_dim(mask: Tensor | None) -> Tensor | None:
+    if mask is None or mask.dim() < 3:
+        return mask  # (Tq, Tk) or (Tk,) broadcast over heads anyway
+    return mask.unsqueeze(-3)  # (B, Tq, Tk) -> (B, 1, Tq, Tk)
+
+
+def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
+    """Validate shapes and dtypes; return ``(B, H, Tq, Tk)``, or ``(B, Tq, Tk)`` for 3-d inputs."""
+    if not (query.dim() == key.dim() == value.dim()) or query.dim() not in (3, 4):
+        raise ValueError(
+            "query, key and value must all be (B, T, D) or all (B, H, T, D), got shapes "
+            f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+        )
+    if not (query.dtype == key.dtype == value.dtype) or not query.dtype.is_floating_point:
+        raise ValueError(
+            "query, key and value must share one floating-point dtype, got "
+            f"{query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    if value.shape[:-1] != key.shape[:-1]:
+        raise ValueError(
+            f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree in batch, heads "
+            "and length"
+        )
+    b, tq, tk = query.size(0), query.size(-2), key.size(-2)
+    if key.size(0) != b:
+        raise ValueError(f"query batch {b} differs from key/value batch {key.size(0)}")
+    if b == 0:
+        raise ValueError(f"empty batch: query has shape {tuple(query.shape)}")
+    if tq == 0 or tk == 0:
+        raise ValueError(f"empty sequence: query length {tq}, key length {tk}; both must be >= 1")
+    if query.dim() == 3:
+        return b, tq, tk
+    h, hk = query.size(1), key.size(1)
+    if hk == 0 or h % hk != 0:
+        raise ValueError(f"query heads {h} must be a multiple of key/value heads {hk}")
+    return b, h, tq, tk
+
+
+def _fused(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    scale: float,
+    keep: Tensor | None,
+    bias: Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+) -> Tensor:
+    """SDPA with qkv's mask convention (SDPA's bool mask is also True = attend)."""
+    tq, tk = query.size(-2), key.size(-2)
+    sdpa_causal = is_causal and keep is None and bias is None and tq == tk
+    if is_causal and not sdpa_causal:
+        keep = combine_masks(keep, causal_mask(tq, tk, device=query.device))
+    attn_mask: Tensor | None = keep
+    if bias is not None:
+        attn_mask = bias.to(query.dtype)
+        if keep is not None:
+            attn_mask = attn_mask.masked_fill(~keep, torch.finfo(query.dtype).min)
+    context = F.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        dropout_p=dropout_p,
+        is_causal=sdpa_causal,
+        scale=scale,
+        enable_gqa=query.size(1) != key.size(1),
+    )  # (B, H, Tq, Dv)
+    if bias is not None and keep is not None:
+        # An additive mask has no "empty row"; SDPA would average such a row uniformly.
+        context = context.masked_fill(~as_4d(keep).any(dim=-1, keepdim=True), 0.0)
+    return context
+
+
+def _chunked(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    score: Score,
+    keep: Tensor | None,
+    bias: Tensor | None,
+    dropout_p: float,
+    need_weights: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """Any score, queries in chunks; peak temporaries bounded by :data:`CHUNK_ELEMENTS`."""
+    b, h, tq, _ = query.shape
+    groups = h // key.size(1)
+    if groups > 1:  # grouped-query attention: share each key/value head among `groups` heads
+        key = key.repeat_interleave(groups, dim=1)  # (B, H, Tk, Dk)
+        value = value.repeat_interleave(groups, dim=1)  # (B, H, Tk, Dv)
+    tk = key.size(-2)
+    keep = None if keep is None else as_4d(keep)
+    bias = None if bias is None else as_4d(bias)
+    prepared = score.prepare(key)  # e.g. Additive's U k, computed once for every chunk
+    chunk = max(1, CHUNK_ELEMENTS // (b * h * tk))
+    contexts, weights = [], []
+    for start in range(0, tq, chunk):
+        rows = slice(start, start + chunk)
+        energies = score.energies(query[:, :, rows], prepared)  # (B, H, c, Tk)
+        if bias is not None:
+            energies = energies.to(softmax_dtype(energies.dtype)) + _rows(bias, rows)
+        probs = masked_softmax(energies, None if keep is None else _rows(keep, rows))  # >= float32
+        if need_weights:
+            weights.append(probs.to(query.dtype))
+        if dropout_p:
+            probs = F.dropout(probs, dropout_p)
+        contexts.append(probs.to(value.dtype) @ value)  # (B, H, c, Dv)
+    context = torch.cat(contexts, dim=-2) if len(contexts) > 1 else contexts[0]
+    if not need_weights:
+        return context, None
+    return context, torch.cat(weights, dim=-2) if len(weights) > 1 else weights[0]
+
+
+def _rows(mask: Tensor, rows: slice) -> Tensor:
+    """The query rows of a 4-d mask or bias, respecting a broadcast (size-1) query dim."""
+    return mask if mask.size(-2) == 1 else mask[..., rows, :]

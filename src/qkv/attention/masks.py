@@ -1,0 +1,113 @@
+"""Attention masks: the one convention used everywhere in qkv.
+
+A mask is a boolean tensor where ``True`` means *may attend*. It is broadcastable to
+``(B, H, Tq, Tk)`` and is built only by the helpers below; modules name it ``keep``.
+
+Causal masks are aligned bottom-right: the last query sees every key. This is the alignment a
+block of new queries at the end of a cached key sequence needs (FlashAttention >= 2.1 uses it too;
+``torch.nn.functional.scaled_dot_product_attention(is_causal=True)`` is top-left aligned, which is
+the same only when ``Tq == Tk``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
+    """Key-padding mask from sequence lengths.
+
+    Args:
+        lengths: ``(B,)`` integer lengths, each in ``[0, max_len]``.
+        max_len: padded length ``S``; defaults to ``lengths.max()``.
+
+    Returns:
+        ``(B, 1, 1, S)`` boolean, ``True`` at the first ``lengths[b]`` positions of row ``b``.
+    """
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must be 1-d (B,), got shape {tuple(lengths.shape)}")
+    if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be an integer tensor, got dtype {lengths.dtype}")
+    if max_len is None:
+        max_len = int(lengths.max()) if lengths.numel() else 0
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
+        raise ValueError(
+            f"lengths must lie in [0, max_len={max_len}], got min {int(lengths.min())} "
+            f"and max {int(lengths.max())}"
+        )
+    positions = torch.arange(max_len, device=lengths.device)  # (S,)
+    keep = positions[None, :] < lengths[:, None]  # (B, S)
+    return keep[:, None, None, :]  # (B, 1, 1, S)
+
+
+def causal_mask(tq: int, tk: int | None = None, *, device: torch.device | None = None) -> Tensor:
+    """Causal mask aligned bottom-right.
+
+    Query ``i`` (of ``tq``) sits at absolute position ``tk - tq + i`` and may attend to keys
+    ``0 .. tk - tq + i``. With ``tq == tk`` this is the usual lower triangle; with ``tq < tk`` the
+    queries are the newest positions of a longer (cached) key sequence; with ``tq > tk`` the first
+    ``tq - tk`` queries see no key at all (their output is zero).
+
+    Returns:
+        ``(tq, tk)`` boolean.
+    """
+    tk = tq if tk is None else tk
+    if tq < 0 or tk < 0:
+        raise ValueError(f"causal_mask needs non-negative lengths, got tq={tq}, tk={tk}")
+    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of boolean keep-masks; ``None`` entries mean "no restriction".
+
+    The result keeps the broadcast shape of its inputs (nothing is expanded to ``(B, H, Tq, Tk)``
+    unless the inputs force it).
+    """
+    result: Tensor | None = None
+    for mask in masks:
+        if mask is None:
+            continue
+        if mask.dtype != torch.bool:
+            raise ValueError(f"combine_masks takes boolean keep-masks, got dtype {mask.dtype}")
+        result = mask if result is None else result & mask
+    return result
+
+
+def from_key_padding(key_padding_mask: Tensor) -> Tensor:
+    """Convert PyTorch's ``key_padding_mask`` (``(B, S)``, ``True`` = *ignore*) to a keep-mask.
+
+    Returns:
+        ``(B, 1, 1, S)`` boolean, ``True`` = may attend.
+    """
+    if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
+        raise ValueError(
+            "key_padding_mask must be a boolean (B, S) tensor with True = ignore, got "
+            f"shape {tuple(key_padding_mask.shape)} and dtype {key_padding_mask.dtype}"
+        )
+    return ~key_padding_mask[:, None, None, :]
+
+
+def check_mask(mask: Tensor, shape: tuple[int, ...], name: str = "mask") -> None:
+    """Raise ``ValueError`` unless ``mask`` broadcasts to ``shape``.
+
+    ``shape`` is ``(B, H, Tq, Tk)``, or ``(B, Tq, Tk)`` for inputs without a head dim. Only shapes
+    are inspected (no pass over the data), so the check is free on the fast path.
+    """
+    letters = ("B", "H", "Tq", "Tk") if len(shape) == 4 else ("B", "Tq", "Tk")
+    target = f"({', '.join(letters)}) = {tuple(shape)}"
+    if mask.dim() > len(shape):
+        raise ValueError(
+            f"{name} has {mask.dim()} dims (shape {tuple(mask.shape)}); expected at most "
+            f"{len(shape)}, broadcastable to {target}"
+        )
+    for size, full in zip(reversed(mask.shape), reversed(shape), strict=False):
+        if size not in (1, full):
+            raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to {target}")
+
+
+def as_4d(mask: Tensor) -> Tensor:
+    """View a mask of up to 4 dims as 4 dims by adding leading size-1 dims."""
+    return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))

@@ -1,0 +1,1 @@
+"""The ``qkv`` command line: parsing and printing only, over library functions."""

@@ -1,0 +1,40 @@
+"""Entry point of the ``qkv`` command: one subcommand per module in this package.
+
+Bad input (a ``ValueError`` from the library, a missing file) is reported as one line on stderr
+with exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from qkv import __version__
+from qkv.cli import demo
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qkv", description="Attention mechanisms and the models built on them."
+    )
+    parser.add_argument("--version", action="version", version=f"qkv {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"qkv {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"qkv {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,40 @@
+"""``qkv demo`` through the real command line: every learnable score must actually learn."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def _qkv(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "qkv", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_demo_alignments_are_learned():
+    result = _qkv("demo", "--no-speed")
+    assert result.returncode == 0, result.stderr
+    accuracy = {
+        name: float(value)
+        for name, value in re.findall(r"^(\w+) \(.*accuracy ([\d.]+)%", result.stdout, re.M)
+    }
+    assert set(accuracy) == {"Dot", "ScaledDot", "General", "Additive", "Location"}
+    for name in ("Dot", "ScaledDot", "General", "Additive"):
+        assert accuracy[name] >= 95.0, (name, accuracy)
+    assert accuracy["Location"] <= 30.0  # content-blind: about chance (1/6)
+
+
+def test_unknown_command_exits_2_without_traceback():
+    result = _qkv("no-such-command")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "invalid choice" in result.stderr
+
+
+def test_no_command_prints_help_and_exits_2():
+    result = _qkv()
+    assert result.returncode == 2
+    assert "demo" in result.stderr
