@@ -26,7 +26,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 test: lint
-	$(PY) -m pytest -q -n 2
+	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p xdist.plugin -p _hypothesis_pytestplugin -q -n 2
 
 bench: $(STAMP)
 	$(PY) benchmarks/attention.py

@@ -212,3 +212,15 @@ def test_heads_must_divide():
 def test_mixed_dtypes_raise():
     with pytest.raises(ValueError, match=r"float32.*float64"):
         attend(torch.randn(1, 2, 4), torch.randn(1, 2, 4).double(), torch.randn(1, 2, 4))
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "chunked"])
+def test_mask_polarity_true_means_attend(need_weights):
+    # Two keys with values 10 and 20; the mask allows only the first: the context must be 10.
+    q = torch.ones(1, 1, 1)
+    k = torch.tensor([[[1.0], [5.0]]])  # key 1 would win by far if it were allowed
+    v = torch.tensor([[[10.0], [20.0]]])
+    out = attend(q, k, v, mask=torch.tensor([[[True, False]]]), need_weights=need_weights)
+    assert out.context.item() == pytest.approx(10.0)
+    if need_weights:
+        assert out.weights.tolist() == [[[1.0, 0.0]]]

@@ -229,3 +229,14 @@ def test_explicit_d_k_allows_any_d_model():
 def test_bad_input_names_values(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         MultiHeadAttention(D, HEADS)(*args, **kwargs)
+
+
+def test_mask_polarity_true_means_attend():
+    # With only key 0 allowed, every query's context is the projection of value 0 alone.
+    mha = MultiHeadAttention(D, HEADS).eval()
+    x = torch.randn(1, 3, D)
+    keep = torch.tensor([True, False, False]).view(1, 1, 1, 3)
+    out = mha(x, mask=keep, need_weights=True)
+    assert torch.equal(out.weights[..., 1:], torch.zeros(1, HEADS, 3, 2))
+    only_first = mha.out_proj(mha.v_proj(x[:, :1])).expand(1, 3, D)
+    torch.testing.assert_close(out.context, only_first)
