@@ -11,6 +11,7 @@ backward.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,8 +64,8 @@ class HardAttention(nn.Module):
         super().__init__()
         if mode not in ("sample", "gumbel"):
             raise ValueError(f"mode must be 'sample' or 'gumbel', got {mode!r}")
-        if not tau > 0:
-            raise ValueError(f"tau must be positive, got {tau}")
+        if not (math.isfinite(tau) and tau > 0):
+            raise ValueError(f"tau must be a positive finite number, got {tau}")
         self.score, self.mode, self.tau = score, mode, tau
 
     def forward(
@@ -123,4 +124,4 @@ class HardAttention(nn.Module):
 def _gumbel_noise(like: Tensor, generator: torch.Generator | None) -> Tensor:
     uniform = torch.rand(like.shape, generator=generator, dtype=like.dtype, device=like.device)
     tiny = torch.finfo(like.dtype).tiny
-    return -torch.log(-torch.log(uniform.clamp_min(tiny)).clamp_min(tiny))
+    return -torch.log((-torch.log(uniform.clamp_min(tiny))).clamp_min(tiny))

@@ -93,7 +93,8 @@ class ScaledDot(Score):
 
     def energies(self, query: Tensor, key: Tensor) -> Tensor:
         _check_last_dims(query, key, "ScaledDot")
-        return (query @ key.transpose(-2, -1)) * self._scale(query)  # (..., Tq, Tk)
+        # Scale before the product: q.k itself may overflow float16 where the scaled value fits.
+        return (query * self._scale(query)) @ key.transpose(-2, -1)  # (..., Tq, Tk)
 
     def as_dot_product(self, query: Tensor, key: Tensor) -> tuple[Tensor, Tensor, float]:
         _check_last_dims(query, key, "ScaledDot")
