@@ -240,3 +240,18 @@ def test_mask_polarity_true_means_attend():
     assert torch.equal(out.weights[..., 1:], torch.zeros(1, HEADS, 3, 2))
     only_first = mha.out_proj(mha.v_proj(x[:, :1])).expand(1, 3, D)
     torch.testing.assert_close(out.context, only_first)
+
+
+@pytest.mark.parametrize("max_len", [None, 8], ids=["growing", "preallocated"])
+def test_kv_cache_select_reorders_rows_and_keeps_growing(max_len):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, HEADS).eval()
+    x = torch.randn(3, 4, D)
+    cache = mha.new_cache(3, max_len)
+    mha(x[:, :3], is_causal=True, cache=cache)
+    index = torch.tensor([2, 0, 0])
+    picked = cache.select(index)
+    assert picked.length == 3 and cache.length == 3
+    step = mha(x[index, 3:], is_causal=True, cache=picked).context
+    full = mha(x[index], is_causal=True).context
+    torch.testing.assert_close(step, full[:, 3:], atol=1e-5, rtol=1e-5)

@@ -86,6 +86,19 @@ class KVCache:
         """``(B, Hkv, S, Dv)`` values of the cached positions."""
         return self._value[:, :, : self.length]
 
+    def select(self, index: Tensor) -> KVCache:
+        """A new cache holding batch rows ``index (B',)`` (beam search reorders hypotheses so).
+
+        Spare capacity is kept, so the selected cache can keep growing in place.
+        """
+        return KVCache(
+            self._key.index_select(0, index),
+            self._value.index_select(0, index),
+            self.length,
+            static=self.is_static,
+            grows=self._grows,
+        )
+
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``T`` new positions and return all keys and values.
 
