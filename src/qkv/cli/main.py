@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from qkv import __version__
-from qkv.cli import demo
+from qkv.cli import demo, evaluate, plot_attention, study, train, translate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"qkv {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo.add_parser(subparsers)
+    for command in (train, translate, evaluate, plot_attention, study, demo):
+        command.add_parser(subparsers)
     return parser
 
 
@@ -32,7 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError) as error:
+    except ModuleNotFoundError as error:
+        print(
+            f"qkv {args.command}: error: this command needs the package {error.name!r}; "
+            "install the extras with: pip install 'qkv[all]'",
+            file=sys.stderr,
+        )
+        return 2
+    except (ValueError, OSError) as error:
         print(f"qkv {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,42 @@
+"""``qkv evaluate --model DIR [--split test]``: BLEU, chrF and BLEU by source length."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="score a trained model on a split of its corpus",
+        description="Translate a split of the model's corpus and print sacrebleu BLEU and chrF "
+        "(with signatures), BLEU by source length, and example translations.",
+    )
+    parser.add_argument("--model", required=True, help="trained model directory")
+    parser.add_argument("--split", default="test", choices=["train", "valid", "test"])
+    parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
+    parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
+    parser.add_argument("--examples", type=int, default=5, help="example translations to show")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.translation import evaluate_translation
+
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {args.limit}")
+    report = evaluate_translation(
+        args.model, split=args.split, limit=args.limit, beam_size=args.beam
+    )
+    s = report.scores
+    print(f"{report.split}: {s.sentences} sentences, beam {report.beam_size}")
+    print(f"BLEU {s.bleu:.2f}  ({s.bleu_signature})")
+    print(f"chrF {s.chrf:.2f}  ({s.chrf_signature})")
+    print(f"exact match {report.exact_match:.1%}")
+    print(
+        "BLEU by source length (words): "
+        + ", ".join(f"{b.label}: {b.bleu:.1f} (n={b.sentences})" for b in report.buckets)
+    )
+    for source, hypothesis, reference in report.examples[: args.examples]:
+        print(f"\n  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}")
+    return 0

@@ -1,0 +1,46 @@
+"""``qkv plot-attention --model DIR TEXT -o FILE.png``: the alignment of one translation."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plot-attention",
+        help="draw the source x target attention of a translation",
+        description="Translate TEXT and draw its cross-attention: for RNN models the alignment, "
+        "for Transformers one layer averaged over heads, or every head of it with --heads.",
+    )
+    parser.add_argument("--model", required=True, help="trained model directory")
+    parser.add_argument("text", help="the sentence to translate")
+    parser.add_argument("-o", "--output", required=True, help="image file (.png, .svg or .pdf)")
+    parser.add_argument("--layer", type=int, default=-1, help="decoder layer (default: last)")
+    parser.add_argument("--heads", action="store_true", help="one panel per head")
+    parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.translation import Translator
+    from qkv.viz.heatmap import plot_alignment, plot_heads
+
+    translator = Translator.load(args.model)
+    translation, layers = translator.cross_attention(args.text, beam_size=args.beam)
+    if not layers:
+        raise ValueError(
+            f"the model in {args.model} has no attention to plot (it is the fixed-context baseline)"
+        )
+    if not -len(layers) <= args.layer < len(layers):
+        raise ValueError(f"--layer {args.layer} is out of range for {len(layers)} decoder layers")
+    weights = layers[args.layer]  # (H, T, S)
+    layer = args.layer % len(layers)
+    title = f"{translation.source}\n{translation.text}"
+    src, tgt = translation.source_pieces, translation.target_pieces
+    if args.heads:
+        path = plot_heads(weights, src, tgt, args.output, title=f"layer {layer}: {title}")
+    else:
+        path = plot_alignment(weights.mean(0), src, tgt, args.output, title=title)
+    print(translation.text)
+    print(f"wrote {path}")
+    return 0

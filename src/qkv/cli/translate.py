@@ -1,0 +1,44 @@
+"""``qkv translate --model DIR [TEXT ...]``: translate arguments, or stdin line by line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+
+CHUNK = 256  # lines of stdin translated together
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "translate",
+        help="translate text with a trained model",
+        description="Translate each TEXT argument, or each line of standard input when none is "
+        "given, and print one translation per line.",
+    )
+    parser.add_argument("--model", required=True, help="trained model directory")
+    parser.add_argument("text", nargs="*", help="sentences to translate (default: stdin)")
+    parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
+    parser.set_defaults(run=run)
+
+
+def _chunks(lines: Iterator[str]) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line.rstrip("\n"))
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.translation import Translator
+
+    translator = Translator.load(args.model)
+    chunks = [args.text] if args.text else _chunks(iter(sys.stdin))
+    for chunk in chunks:
+        for translation in translator.translate(chunk, beam_size=args.beam):
+            print(translation.text, flush=True)
+    return 0

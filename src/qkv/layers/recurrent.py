@@ -1,0 +1,440 @@
+"""Recurrent encoder and decoders of the attention-based RNN translation models.
+
+* :class:`RecurrentEncoder`: embedding and a bidirectional GRU/LSTM whose forward and backward
+  states are concatenated, ``h_j = [h->_j; h<-_j]`` (Bahdanau et al. 2015, section 3.2).
+* :class:`FixedContextDecoder`: Cho et al. 2014, "Learning Phrase Representations using RNN
+  Encoder-Decoder", section 2.2: one context ``c`` for the whole sentence, fed at every step,
+  ``s_t = f(s_{t-1}, y_{t-1}, c)`` and ``p(y_t) = g(s_t, y_{t-1}, c)``. The bottleneck baseline.
+* :class:`BahdanauDecoder`: Bahdanau, Cho, Bengio 2015, "Neural Machine Translation by Jointly
+  Learning to Align and Translate", eq. (4)-(6) and (A.1.2): the previous state scores every
+  source state, ``e_tj = v^T tanh(W s_{t-1} + U h_j)``, ``c_t = sum_j a_tj h_j``,
+  ``s_t = f(s_{t-1}, y_{t-1}, c_t)``, ``p(y_t) = g(y_{t-1}, s_t, c_t)``.
+* :class:`LuongDecoder`: Luong, Pham, Manning 2015, "Effective Approaches to Attention-based
+  Neural Machine Translation", eq. (5), (7), (8) and section 3.3: the current state scores the
+  source, ``h~_t = tanh(W_c [c_t; h_t])``, and ``h~_{t-1}`` is fed to the next input (input
+  feeding).
+
+Each decoder returns *features* ``(B, T, D_out)``; the model maps them to the vocabulary. The
+``g`` of Cho and Bahdanau is a maxout layer (both papers, appendix A); Luong's is ``h~_t``.
+All attention goes through :func:`qkv.attention.core.attend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from qkv.attention.core import attend
+from qkv.attention.masks import padding_mask
+from qkv.attention.scores import Additive, Score
+
+__all__ = [
+    "RNN_CELLS",
+    "BahdanauDecoder",
+    "EncoderOutput",
+    "FixedContextDecoder",
+    "LuongDecoder",
+    "Maxout",
+    "PreparedScore",
+    "RecurrentDecoder",
+    "RecurrentEncoder",
+    "RecurrentState",
+]
+
+RNN_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+
+
+def _rnn(
+    cell: str, input_size: int, hidden_size: int, num_layers: int, dropout: float, **kw: bool
+) -> nn.RNNBase:
+    if cell not in RNN_CELLS:
+        raise ValueError(f"cell must be one of {tuple(RNN_CELLS)}, got {cell!r}")
+    # nn.GRU/LSTM warn about dropout with one layer: it only acts between layers.
+    dropout = dropout if num_layers > 1 else 0.0
+    return RNN_CELLS[cell](
+        input_size, hidden_size, num_layers, batch_first=True, dropout=dropout, **kw
+    )
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What :class:`RecurrentEncoder` returns.
+
+    Attributes:
+        memory: ``(B, S, 2He)`` top-layer states ``[h->_j; h<-_j]``; zero at padded positions.
+        keep: ``(B, 1, S)`` boolean padding keep-mask (``True`` = real source token).
+        final: ``(B, L, 2He)`` per layer, ``[h->_last; h<-_first]`` (the states that read the whole
+            sentence); ``final[:, -1]`` is ``[memory[b, len-1, :He]; memory[b, 0, He:]]``.
+        final_cell: ``(B, L, 2He)`` the same for the LSTM cell states; ``None`` for a GRU.
+    """
+
+    memory: Tensor
+    keep: Tensor
+    final: Tensor
+    final_cell: Tensor | None = None
+
+
+class RecurrentEncoder(nn.Module):
+    """Embedding, dropout and a bidirectional GRU/LSTM over packed (unpadded) sequences.
+
+    Packing makes every state independent of the padding: the backward RNN starts at each
+    sentence's own last token, and padded positions of ``memory`` are exactly zero.
+
+    Args:
+        vocab_size: source vocabulary ``V``.
+        embed_dim: embedding width ``E``.
+        hidden_dim: RNN width ``He`` per direction.
+        num_layers: stacked bidirectional layers ``L``.
+        cell: ``"gru"`` or ``"lstm"``.
+        dropout: on the embeddings and between layers (training only).
+        pad_id: padding token id (its embedding is zero and gets no gradient).
+
+    Shape:
+        src ``(B, S)`` long, lengths ``(B,)`` in ``[1, S]``; see :class:`EncoderOutput`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        hidden_dim: int,
+        *,
+        num_layers: int = 1,
+        cell: str = "gru",
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = _rnn(cell, embed_dim, hidden_dim, num_layers, dropout, bidirectional=True)
+        self.num_layers, self.hidden_dim = num_layers, hidden_dim
+        self.output_dim = 2 * hidden_dim
+
+    def forward(self, src: Tensor, lengths: Tensor) -> EncoderOutput:
+        b, s = src.shape
+        emb = self.dropout(self.embed(src))  # (B, S, E)
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, hn = self.rnn(packed)
+        memory, _ = pad_packed_sequence(out, batch_first=True, total_length=s)  # (B, S, 2He)
+        hn, cn = hn if isinstance(hn, tuple) else (hn, None)
+        keep = padding_mask(lengths.to(src.device), s)[:, 0]  # (B, 1, 1, S) -> (B, 1, S)
+        return EncoderOutput(memory, keep, self._final(hn, b), self._final(cn, b))
+
+    def _final(self, states: Tensor | None, b: int) -> Tensor | None:
+        if states is None:
+            return None
+        # PyTorch orders h_n as (layer, direction): (2L, B, He) -> (L, 2, B, He).
+        states = states.view(self.num_layers, 2, b, self.hidden_dim)
+        return torch.cat([states[:, 0], states[:, 1]], dim=-1).transpose(0, 1)  # (B, L, 2He)
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    """Decoder state between steps: tensors only, batch first, ``None`` where unused.
+
+    Attributes:
+        hidden: ``(B, L, Ds)`` decoder state per layer (``s_{t-1}``).
+        cell: ``(B, L, Ds)`` LSTM cell state; ``None`` for a GRU.
+        memory: ``(B, S, 2He)`` encoder states, the attention's values.
+        keys: ``(B, S, *)`` ``score.prepare(memory)`` (Bahdanau's ``U h``), once per sentence.
+        keep: ``(B, 1, S)`` padding keep-mask.
+        context: ``(B, 2He)`` Cho et al.'s fixed context ``c``.
+        feed: ``(B, Ds)`` Luong's ``h~_{t-1}`` (input feeding).
+    """
+
+    hidden: Tensor
+    cell: Tensor | None = None
+    memory: Tensor | None = None
+    keys: Tensor | None = None
+    keep: Tensor | None = None
+    context: Tensor | None = None
+    feed: Tensor | None = None
+
+    def index_select(self, index: Tensor) -> RecurrentState:
+        """Rows ``index (B',)`` of every tensor (reorder, drop or repeat hypotheses)."""
+        rows = {
+            f.name: None if (t := getattr(self, f.name)) is None else t.index_select(0, index)
+            for f in fields(self)
+        }
+        return RecurrentState(**rows)
+
+
+class PreparedScore(Score):
+    """A score whose keys were prepared once: ``attend(q, prepared, values, score=...)``.
+
+    :func:`attend` calls ``score.prepare(key)``; a decoder that scores the same keys at every step
+    stores ``inner.prepare(memory)`` in its state and wraps the score in this view, whose
+    ``prepare`` is the identity. Holds no state of its own; build it per call.
+    """
+
+    def __init__(self, inner: Score) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def energies(self, query: Tensor, prepared: Tensor) -> Tensor:
+        return self.inner.energies(query, prepared)  # (..., Tq, Tk)
+
+    def as_dot_product(self, query: Tensor, key: Tensor) -> tuple[Tensor, Tensor, float] | None:
+        # Valid only when the inner prepare() is the identity (Dot, ScaledDot, General).
+        if type(self.inner).prepare is not Score.prepare:
+            return None
+        return self.inner.as_dot_product(query, key)
+
+
+class Maxout(nn.Module):
+    """Maxout layer (Goodfellow et al. 2013), as in Bahdanau et al. 2015 appendix A.2.2 and Cho
+    et al. 2014 appendix A: ``t_i = max_k (W x)_{i, k}`` over ``pool`` linear pieces."""
+
+    def __init__(self, in_features: int, out_features: int, pool: int = 2) -> None:
+        super().__init__()
+        self.pool = pool
+        self.linear = nn.Linear(in_features, out_features * pool)
+
+    def forward(self, x: Tensor) -> Tensor:
+        pieces = self.linear(x)  # (..., out * pool)
+        pieces = pieces.unflatten(-1, (-1, self.pool))  # (..., out, pool)
+        return pieces.max(dim=-1).values  # (..., out)
+
+
+class RecurrentDecoder(nn.Module):
+    """Shared part of the three decoders: the unidirectional RNN and the bridge.
+
+    The initial state is ``s_0 = tanh(W_init [h->_last; h<-_first])`` per layer (Bahdanau et al.
+    2015 A.2.2 uses ``tanh(W_s h<-_1)``; Cho et al. 2014 ``tanh(V' c)``); an LSTM cell starts at
+    ``W_cell`` of the encoder's final cells.
+
+    Subclasses implement :meth:`step`; :meth:`forward` runs it over a teacher-forced sequence.
+
+    Args:
+        cell: ``"gru"`` or ``"lstm"``.
+        input_dim: width of the RNN input at each step.
+        memory_dim: width ``2He`` of the encoder states.
+        hidden_dim: decoder state width ``Ds``.
+        num_layers: stacked layers ``L`` (as in the encoder, whose final states seed them).
+        dropout: between layers, training only.
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        input_dim: int,
+        memory_dim: int,
+        hidden_dim: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.rnn = _rnn(cell, input_dim, hidden_dim, num_layers, dropout)
+        self.bridge = nn.Linear(memory_dim, hidden_dim)
+        self.bridge_cell = nn.Linear(memory_dim, hidden_dim) if cell == "lstm" else None
+        self.hidden_dim = hidden_dim
+        self.output_dim = hidden_dim
+
+    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
+        if encoded.final.size(1) != self.rnn.num_layers:
+            raise ValueError(
+                f"the encoder has {encoded.final.size(1)} layers and the decoder "
+                f"{self.rnn.num_layers}; each decoder layer starts from one encoder layer"
+            )
+        hidden = torch.tanh(self.bridge(encoded.final))  # (B, L, Ds)
+        cell = None
+        if self.bridge_cell is not None:
+            if encoded.final_cell is None:
+                raise ValueError("an LSTM decoder needs an LSTM encoder (final_cell is None)")
+            cell = self.bridge_cell(encoded.final_cell)  # (B, L, Ds)
+        return RecurrentState(hidden=hidden, cell=cell)
+
+    def step(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
+    ) -> tuple[Tensor, RecurrentState, Tensor | None]:
+        """One step from the embedding of ``y_{t-1}`` ``(B, E)``.
+
+        Returns:
+            features ``(B, D_out)``, the next state, and the ``(B, S)`` attention weights (``None``
+            without attention or unless ``need_weights``).
+        """
+        raise NotImplementedError
+
+    def forward(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher-forced decoding of embeddings ``(B, T, E)``.
+
+        Returns:
+            features ``(B, T, D_out)`` and weights ``(B, T, S)`` (or ``None``).
+        """
+        features, weights = [], []
+        for t in range(emb.size(1)):
+            out, state, w = self.step(emb[:, t], state, need_weights=need_weights)
+            features.append(out)
+            weights.append(w)
+        stacked = torch.stack(features, dim=1)  # (B, T, D_out)
+        if not need_weights or weights[0] is None:
+            return stacked, None
+        return stacked, torch.stack(weights, dim=1)  # (B, T, S)
+
+    def _run_rnn(self, x: Tensor, state: RecurrentState) -> tuple[Tensor, RecurrentState]:
+        """RNN over ``x (B, T, I)`` from ``state``; returns outputs ``(B, T, Ds)``, new state."""
+        h0 = state.hidden.transpose(0, 1).contiguous()  # (B, L, Ds) -> (L, B, Ds)
+        if state.cell is None:
+            out, hn = self.rnn(x, h0)
+            return out, replace(state, hidden=hn.transpose(0, 1))  # (B, L, Ds)
+        c0 = state.cell.transpose(0, 1).contiguous()  # (L, B, Ds)
+        out, (hn, cn) = self.rnn(x, (h0, c0))
+        return out, replace(state, hidden=hn.transpose(0, 1), cell=cn.transpose(0, 1))
+
+
+class FixedContextDecoder(RecurrentDecoder):
+    """Cho et al. 2014, section 2.2: ``s_t = f(s_{t-1}, [E y_{t-1}; c])`` and
+    ``g = maxout(W [s_t; c; E y_{t-1}])`` with the same context ``c`` at every step.
+
+    ``c`` is the encoder's top-layer ``[h->_last; h<-_first]``: the decoder never sees any other
+    encoder state. No attention weights.
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        embed_dim: int,
+        memory_dim: int,
+        hidden_dim: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__(cell, embed_dim + memory_dim, memory_dim, hidden_dim, num_layers, dropout)
+        self.readout = Maxout(hidden_dim + memory_dim + embed_dim, hidden_dim)
+
+    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
+        return replace(super().init_state(encoded), context=encoded.final[:, -1])  # (B, 2He)
+
+    def step(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
+    ) -> tuple[Tensor, RecurrentState, Tensor | None]:
+        x = torch.cat([emb, state.context], dim=-1).unsqueeze(1)  # (B, 1, E + 2He)
+        out, state = self._run_rnn(x, state)
+        out = out.squeeze(1)  # (B, Ds)
+        return self.readout(torch.cat([out, state.context, emb], dim=-1)), state, None
+
+    def forward(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        # c is the same at every step, so the RNN runs over the whole sequence in one call.
+        context = state.context.unsqueeze(1).expand(-1, emb.size(1), -1)  # (B, T, 2He)
+        out, _ = self._run_rnn(torch.cat([emb, context], dim=-1), state)  # (B, T, Ds)
+        return self.readout(torch.cat([out, context, emb], dim=-1)), None
+
+
+class BahdanauDecoder(RecurrentDecoder):
+    """Bahdanau et al. 2015, eq. (4)-(6): attend with ``s_{t-1}``, then update the state.
+
+        e_tj = score(s_{t-1}, h_j)          (A.1.2: v^T tanh(W s_{t-1} + U h_j))
+        c_t  = sum_j softmax_j(e_tj) h_j
+        s_t  = f(s_{t-1}, [E y_{t-1}; c_t])
+        g    = maxout(W [s_t; c_t; E y_{t-1}])   (eq. 4 reads the new s_t)
+
+    ``U h_j`` is computed once per sentence (:meth:`init_state`) and reused at every step. The
+    query is the top layer's state.
+
+    Args:
+        score: a score taking queries of width ``Ds`` and keys of width ``2He``; defaults to
+            ``Additive(Ds, 2He, Ds)``.
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        embed_dim: int,
+        memory_dim: int,
+        hidden_dim: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        *,
+        score: Score | None = None,
+    ) -> None:
+        super().__init__(cell, embed_dim + memory_dim, memory_dim, hidden_dim, num_layers, dropout)
+        self.score = Additive(hidden_dim, memory_dim, hidden_dim) if score is None else score
+        self.readout = Maxout(hidden_dim + memory_dim + embed_dim, hidden_dim)
+
+    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
+        keys = self.score.prepare(encoded.memory)  # (B, S, A)
+        return replace(
+            super().init_state(encoded), memory=encoded.memory, keys=keys, keep=encoded.keep
+        )
+
+    def step(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
+    ) -> tuple[Tensor, RecurrentState, Tensor | None]:
+        query = state.hidden[:, -1:]  # (B, 1, Ds): s_{t-1} of the top layer
+        att = attend(
+            query,
+            state.keys,
+            state.memory,
+            score=PreparedScore(self.score),
+            mask=state.keep,
+            training=self.training,
+            need_weights=need_weights,
+        )
+        context = att.context.squeeze(1)  # (B, 1, 2He) -> (B, 2He)
+        out, state = self._run_rnn(torch.cat([emb, context], dim=-1).unsqueeze(1), state)
+        out = out.squeeze(1)  # (B, 1, Ds) -> (B, Ds)
+        features = self.readout(torch.cat([out, context, emb], dim=-1))  # (B, Ds)
+        weights = None if att.weights is None else att.weights.squeeze(1)  # (B, S)
+        return features, state, weights
+
+
+class LuongDecoder(RecurrentDecoder):
+    """Luong et al. 2015: update the state, then attend with it; input feeding.
+
+        h_t  = f(h_{t-1}, [E y_{t-1}; h~_{t-1}])   (section 3.3, h~_0 = 0)
+        a_t  = softmax_s(score(h_t, h_s))           (eq. 7; dot, general or concat, eq. 8)
+        c_t  = sum_s a_ts h_s
+        h~_t = tanh(W_c [c_t; h_t])                 (eq. 5; the features, eq. 6 maps them to V)
+
+    Args:
+        score: ``Dot()`` (needs ``Ds == 2He``), ``General(Ds, 2He)`` or
+            ``Additive(Ds, 2He, A, bias=False)`` (concat).
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        embed_dim: int,
+        memory_dim: int,
+        hidden_dim: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        *,
+        score: Score,
+    ) -> None:
+        super().__init__(cell, embed_dim + hidden_dim, memory_dim, hidden_dim, num_layers, dropout)
+        self.score = score
+        self.combine = nn.Linear(memory_dim + hidden_dim, hidden_dim, bias=False)  # W_c
+
+    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
+        state = super().init_state(encoded)
+        keys = self.score.prepare(encoded.memory)  # (B, S, *)
+        feed = state.hidden.new_zeros(state.hidden.size(0), self.hidden_dim)  # (B, Ds)
+        return replace(state, memory=encoded.memory, keys=keys, keep=encoded.keep, feed=feed)
+
+    def step(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
+    ) -> tuple[Tensor, RecurrentState, Tensor | None]:
+        x = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + Ds)
+        out, state = self._run_rnn(x, state)  # (B, 1, Ds): h_t
+        att = attend(
+            out,
+            state.keys,
+            state.memory,
+            score=PreparedScore(self.score),
+            mask=state.keep,
+            training=self.training,
+            need_weights=need_weights,
+        )
+        context = att.context.squeeze(1)  # (B, 1, 2He) -> (B, 2He)
+        attentional = torch.tanh(self.combine(torch.cat([context, out.squeeze(1)], dim=-1)))
+        weights = None if att.weights is None else att.weights.squeeze(1)  # (B, S)
+        return attentional, replace(state, feed=attentional), weights

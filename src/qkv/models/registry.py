@@ -1,0 +1,49 @@
+"""Model families and named presets.
+
+A family is a (config class, model class) pair; a preset is a named set of config values for a
+family, kept in one place so that the CLI, the studies and the tests share them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from torch import nn
+
+from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
+from qkv.models.transformer import Transformer, TransformerConfig
+
+FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
+    "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
+    "transformer": (TransformerConfig, Transformer),
+}
+
+
+def build_config(family: str, values: dict[str, Any]) -> Any:
+    """The family's frozen config from a dict; unknown keys are an error naming the known ones."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}")
+    config_cls, _ = FAMILIES[family]
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown {family} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return config_cls(**values)
+
+
+def build_model(family: str, config: Any) -> nn.Module:
+    return FAMILIES[family][1](config)
+
+
+def family_of(config: Any) -> str:
+    for name, (config_cls, _) in FAMILIES.items():
+        if isinstance(config, config_cls):
+            return name
+    raise ValueError(f"{type(config).__name__} is not the config of a registered model family")
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)

@@ -1,0 +1,257 @@
+"""RNN encoder-decoder for translation, with or without attention: the field's central story.
+
+    src (B, S) --embed--> bi-GRU/LSTM --> memory (B, S, 2He), final (B, L, 2He)
+                                               |            |
+    tgt_in (B, T) --embed--> decoder step t: s_{t-1} --> features --> W_o --> logits (B, T, V)
+
+Three decoders, chosen by :attr:`Seq2SeqRNNConfig.attention`:
+
+* ``"none"``: Cho et al. 2014, "Learning Phrase Representations using RNN Encoder-Decoder",
+  section 2.2: one fixed context ``c`` (the encoder's final states) at every step; the bottleneck
+  that attention removes.
+* ``"bahdanau"``: Bahdanau, Cho, Bengio 2015, eq. (4)-(6), (A.1.2): additive attention from the
+  previous state ``s_{t-1}``.
+* ``"luong"``: Luong, Pham, Manning 2015, eq. (5)-(8), section 3.3: dot/general/concat attention
+  from the current state, ``h~_t = tanh(W_c [c_t; h_t])``, input feeding.
+
+The decoder state width is ``Ds = 2 * hidden_dim``, the width of the bidirectional encoder's
+states, so Luong's ``dot`` score needs no projection and every variant has the same RNN sizes.
+
+Scheduled sampling (Bengio et al. 2015, "Scheduled Sampling for Sequence Prediction with Recurrent
+Neural Networks"): in training, each input token after the first is the gold ``y_{t-1}`` with
+probability ``teacher_forcing`` and the model's own argmax prediction otherwise. In eval mode the
+gold prefix is always used.
+
+The model implements the step protocol of :mod:`qkv.decoding.protocol`; ``step`` reproduces
+``forward``'s teacher-forced log-probabilities in eval mode.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from qkv.attention.scores import Additive, Dot, General, Score
+from qkv.layers.recurrent import (
+    BahdanauDecoder,
+    EncoderOutput,
+    FixedContextDecoder,
+    LuongDecoder,
+    RecurrentDecoder,
+    RecurrentEncoder,
+    RecurrentState,
+)
+from qkv.models.outputs import Seq2SeqOutput, StepOutput
+
+__all__ = ["Seq2SeqRNN", "Seq2SeqRNNConfig"]
+
+CELLS = ("gru", "lstm")
+ATTENTIONS = ("none", "bahdanau", "luong")
+LUONG_SCORES = ("dot", "general", "concat")
+
+
+@dataclass(frozen=True)
+class Seq2SeqRNNConfig:
+    """Configuration of :class:`Seq2SeqRNN`.
+
+    Attributes:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes (larger than every special id).
+        embed_dim: embedding width ``E`` (source and target).
+        hidden_dim: encoder width ``He`` per direction; the decoder's is ``Ds = 2 * hidden_dim``.
+        num_layers: layers ``L`` of the encoder and of the decoder.
+        cell: ``"gru"`` or ``"lstm"``, for both.
+        attention: ``"none"`` (Cho et al. 2014), ``"bahdanau"`` or ``"luong"``.
+        luong_score: ``"dot"``, ``"general"`` or ``"concat"`` (used by ``attention="luong"``).
+        dropout: on embeddings, between RNN layers and before the output layer.
+        teacher_forcing: probability of feeding the gold token in training (scheduled sampling).
+        pad_id, bos_id, eos_id: special token ids (``<pad>`` 0, ``<s>`` 1, ``</s>`` 2).
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    embed_dim: int = 256
+    hidden_dim: int = 256
+    num_layers: int = 1
+    cell: str = "gru"
+    attention: str = "bahdanau"
+    luong_score: str = "general"
+    dropout: float = 0.2
+    teacher_forcing: float = 1.0
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self) -> None:
+        specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        for name, value in specials.items():
+            if not _is_int(value) or value < 0:
+                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        if len(set(specials.values())) != 3:
+            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {specials}")
+        for name in ("src_vocab_size", "tgt_vocab_size"):
+            value = getattr(self, name)
+            if not _is_int(value) or value <= max(specials.values()):
+                raise ValueError(
+                    f"{name} must be an int larger than every special id "
+                    f"({max(specials.values())}), got {value!r}"
+                )
+        for name in ("embed_dim", "hidden_dim", "num_layers"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name, value, allowed in (
+            ("cell", self.cell, CELLS),
+            ("attention", self.attention, ATTENTIONS),
+            ("luong_score", self.luong_score, LUONG_SCORES),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if not _is_real(self.dropout) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not _is_real(self.teacher_forcing) or not 0.0 <= self.teacher_forcing <= 1.0:
+            raise ValueError(f"teacher_forcing must be in [0, 1], got {self.teacher_forcing!r}")
+
+    @property
+    def decoder_dim(self) -> int:
+        """Decoder state width ``Ds``: the encoder states' width ``2 * hidden_dim``."""
+        return 2 * self.hidden_dim
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def build_decoder(config: Seq2SeqRNNConfig) -> RecurrentDecoder:
+    """The decoder named by ``config.attention``, with its score function injected."""
+    sizes = dict(
+        cell=config.cell,
+        embed_dim=config.embed_dim,
+        memory_dim=2 * config.hidden_dim,
+        hidden_dim=config.decoder_dim,
+        num_layers=config.num_layers,
+        dropout=config.dropout,
+    )
+    ds, dm = config.decoder_dim, 2 * config.hidden_dim
+    if config.attention == "none":
+        return FixedContextDecoder(**sizes)
+    if config.attention == "bahdanau":
+        return BahdanauDecoder(**sizes, score=Additive(ds, dm, ds))
+    scores: dict[str, Score] = {
+        "dot": Dot(),
+        "general": General(ds, dm),
+        "concat": Additive(ds, dm, ds, bias=False),  # Luong eq. (8): v^T tanh(W [h_t; h_s])
+    }
+    return LuongDecoder(**sizes, score=scores[config.luong_score])
+
+
+class Seq2SeqRNN(nn.Module):
+    """Bidirectional RNN encoder and an RNN decoder (fixed context, Bahdanau or Luong).
+
+    Args:
+        config: a :class:`Seq2SeqRNNConfig`.
+
+    Shape:
+        src ``(B, S)`` long right-padded with ``pad_id``; src_lengths ``(B,)`` in ``[1, S]``;
+        tgt_in ``(B, T)`` long, ``[BOS] + y``; logits ``(B, T, V)``; cross attention
+        ``(B, 1, T, S)``, zero on source padding.
+    """
+
+    def __init__(self, config: Seq2SeqRNNConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = RecurrentEncoder(
+            config.src_vocab_size,
+            config.embed_dim,
+            config.hidden_dim,
+            num_layers=config.num_layers,
+            cell=config.cell,
+            dropout=config.dropout,
+            pad_id=config.pad_id,
+        )
+        self.tgt_embed = nn.Embedding(config.tgt_vocab_size, config.embed_dim, config.pad_id)
+        self.decoder = build_decoder(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.generator = nn.Linear(self.decoder.output_dim, config.tgt_vocab_size)
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+    ) -> Seq2SeqOutput:
+        """Teacher-forced (or, in training, scheduled-sampling) logits for every target position.
+
+        Returns:
+            :class:`Seq2SeqOutput` with logits ``(B, T, V)`` and, when ``need_weights`` and the
+            model attends, ``attentions["cross"] = [(B, 1, T, S)]``.
+        """
+        if tgt_in.dim() != 2 or tgt_in.size(0) != src.size(0) or tgt_in.size(1) == 0:
+            raise ValueError(
+                f"tgt_in must be (B, T) with T >= 1 and B = {src.size(0)} as in src, "
+                f"got shape {tuple(tgt_in.shape)}"
+            )
+        state = self.init_state(self.encode(src, src_lengths))
+        if self.training and self.config.teacher_forcing < 1.0:
+            logits, weights = self._scheduled_sampling(tgt_in, state, need_weights)
+        else:
+            emb = self.dropout(self.tgt_embed(tgt_in))  # (B, T, E)
+            features, weights = self.decoder(emb, state, need_weights=need_weights)
+            logits = self.generator(self.dropout(features))  # (B, T, V)
+        if not need_weights or weights is None:
+            return Seq2SeqOutput(logits)
+        return Seq2SeqOutput(logits, {"cross": [weights.unsqueeze(1)]})  # (B, 1, T, S)
+
+    def _scheduled_sampling(
+        self, tgt_in: Tensor, state: RecurrentState, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Step by step; after the first step feed the argmax with prob. 1 - teacher_forcing."""
+        logits, weights = [], []
+        tokens = tgt_in[:, 0]  # (B,) BOS
+        for t in range(tgt_in.size(1)):
+            if t > 0:
+                gold = torch.rand(tokens.shape, device=tokens.device) < self.config.teacher_forcing
+                tokens = torch.where(gold, tgt_in[:, t], logits[-1].argmax(dim=-1))  # (B,)
+            emb = self.dropout(self.tgt_embed(tokens))  # (B, E)
+            features, state, w = self.decoder.step(emb, state, need_weights=need_weights)
+            logits.append(self.generator(self.dropout(features)))  # (B, V)
+            weights.append(w)
+        stacked = torch.stack(logits, dim=1)  # (B, T, V)
+        if not need_weights or weights[0] is None:
+            return stacked, None
+        return stacked, torch.stack(weights, dim=1)  # (B, T, S)
+
+    # --- the step protocol (qkv.decoding.protocol) ---------------------------------------------
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
+        """Run the encoder once per batch. ``src (B, S)``, ``src_lengths (B,)`` in ``[1, S]``."""
+        if src.dim() != 2 or src_lengths.shape != (src.size(0),):
+            raise ValueError(
+                f"src must be (B, S) and src_lengths (B,), got shapes {tuple(src.shape)} and "
+                f"{tuple(src_lengths.shape)}"
+            )
+        if src.size(0) == 0 or int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.size(1):
+            raise ValueError(
+                f"src_lengths must lie in [1, S={src.size(1)}] for a non-empty batch, got "
+                f"{src_lengths.tolist()}"
+            )
+        return self.encoder(src, src_lengths)
+
+    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
+        """Decoder state before the first target token (the bridged encoder final states)."""
+        return self.decoder.init_state(encoded)
+
+    def step(self, tokens: Tensor, state: RecurrentState) -> StepOutput:
+        """Feed ``tokens (B,)`` (``y_{t-1}``); return ``(B, V)`` log-probs, the next state and the
+        ``(B, S)`` attention of this step (``None`` for ``attention="none"``)."""
+        emb = self.dropout(self.tgt_embed(tokens))  # (B, E)
+        features, state, weights = self.decoder.step(emb, state, need_weights=True)
+        logits = self.generator(self.dropout(features))  # (B, V)
+        return StepOutput(logits.log_softmax(dim=-1), state, weights)
+
+    def select_state(self, state: RecurrentState, index: Tensor) -> RecurrentState:
+        """Rows ``index (B',)`` of every tensor of ``state``, encoder memory included."""
+        return state.index_select(index)

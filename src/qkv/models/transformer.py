@@ -1,0 +1,333 @@
+"""The Transformer encoder-decoder of Vaswani et al. 2017, "Attention Is All You Need", section 3.
+
+    src (B, S)                                   tgt_in (B, T)
+        |                                            |
+    Embedding * sqrt(D)   (3.4)                  Embedding * sqrt(D)   (3.4, shareable)
+    + sinusoidal PE, dropout (3.5)               + sinusoidal PE, dropout (3.5)
+        |                                            |
+    +---v----------------------+                 +---v-------------------------------+
+    | self-attention (keep)    |  x N            | causal self-attention  [KVCache]  |  x N
+    | feed-forward (eq. 2)     |                 | cross-attention  <-----+ [static] |
+    +---+----------------------+                 | feed-forward (eq. 2)   |          |
+        |                                        +---+--------------------|----------+
+    memory (B, S, D) -----------------------------------------------------+
+                                                     |
+                                                 Linear (tied to the target embedding, 3.4)
+                                                     |
+                                                 logits (B, T, V)
+
+Each sub-layer is ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm, the paper) or
+``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm (pre-norm, ``norm_first=True``);
+see :mod:`qkv.layers.transformer`.
+
+Decoding uses the step protocol of :mod:`qkv.decoding.protocol`: :meth:`Transformer.encode` runs
+the encoder once; :meth:`Transformer.init_state` projects the memory into one static
+cross-attention cache per layer, once; each :meth:`Transformer.step` feeds one token and appends
+its keys and values to one growing self-attention cache per layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor, nn
+
+from qkv.attention.kv_cache import KVCache
+from qkv.attention.masks import padding_mask
+from qkv.layers.feedforward import ACTIVATIONS
+from qkv.layers.positional import SinusoidalPositionalEncoding
+from qkv.layers.transformer import TransformerDecoder, TransformerEncoder
+from qkv.models.outputs import Seq2SeqOutput, StepOutput
+
+__all__ = ["Transformer", "TransformerConfig", "TransformerEncoding", "TransformerState"]
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes of a :class:`Transformer`; the defaults are the paper's base model (Table 3).
+
+    Attributes:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes ``V`` (special ids included).
+        d_model: width ``D``; num_heads: ``H`` (a divisor of ``D``).
+        num_encoder_layers, num_decoder_layers: ``N``.
+        d_ff: hidden width of the feed-forward networks.
+        dropout: ``P_drop`` (section 5.4) on embeddings + positions, sub-layer outputs, attention
+            weights and FFN activations.
+        activation: ``"relu"`` (the paper) or ``"gelu"``.
+        norm_first: pre-norm instead of the paper's post-norm.
+        share_embeddings: one embedding matrix for source and target (needs equal vocabularies;
+            the paper shares it over a joint BPE vocabulary).
+        tie_output: the pre-softmax projection reuses the target embedding matrix (section 3.4).
+        pad_id: the padding id; its embedding row starts at zero and gets no gradient from lookups.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    num_heads: int = 8
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    activation: str = "relu"
+    norm_first: bool = False
+    share_embeddings: bool = False
+    tie_output: bool = True
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        positive = (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "d_model",
+            "num_heads",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "d_ff",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.d_model % self.num_heads != 0:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                "share_embeddings=True needs equal vocabularies, got "
+                f"src_vocab_size={self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size}"
+            )
+        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+        if not 0 <= self.pad_id < smallest:
+            raise ValueError(f"pad_id={self.pad_id} must lie in [0, {smallest})")
+
+
+@dataclass(frozen=True)
+class TransformerEncoding:
+    """What :meth:`Transformer.encode` returns.
+
+    Attributes:
+        memory: ``(B, S, D)`` encoder output.
+        keep: ``(B, 1, 1, S)`` boolean source keep-mask (``True`` = real token).
+    """
+
+    memory: Tensor
+    keep: Tensor
+
+
+@dataclass(frozen=True)
+class TransformerState:
+    """The decoder state between steps.
+
+    :meth:`Transformer.step` appends to ``self_caches`` in place and returns a state with the next
+    ``position``: step each state once, and branch with :meth:`Transformer.select_state` (which
+    copies).
+
+    Attributes:
+        memory: ``(B, S, D)`` encoder output; keep: ``(B, 1, 1, S)`` source keep-mask.
+        self_caches: one growing self-attention :class:`KVCache` per decoder layer.
+        cross_caches: one static cross-attention :class:`KVCache` per decoder layer (the memory's
+            keys and values, projected once).
+        position: number of target tokens fed so far (the next token's position).
+        need_attention: whether :meth:`Transformer.step` reports its cross-attention.
+    """
+
+    memory: Tensor
+    keep: Tensor
+    self_caches: tuple[KVCache, ...]
+    cross_caches: tuple[KVCache, ...]
+    position: int = 0
+    need_attention: bool = True
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer (section 3), batch-first.
+
+    Args:
+        config: a :class:`TransformerConfig`.
+
+    Shape:
+        ``src``: ``(B, S)`` ids, right-padded; ``src_lengths``: ``(B,)``; ``tgt_in``: ``(B, T)``
+        ids (BOS + target); logits ``(B, T, V)``.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.scale = math.sqrt(c.d_model)  # section 3.4: embeddings are multiplied by sqrt(D)
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = (
+            self.src_embed
+            if c.share_embeddings
+            else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        )
+        self.positional = SinusoidalPositionalEncoding(c.d_model, dropout=c.dropout)
+        options = {"dropout": c.dropout, "activation": c.activation, "norm_first": c.norm_first}
+        self.encoder = TransformerEncoder(
+            c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, **options
+        )
+        self.decoder = TransformerDecoder(
+            c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, **options
+        )
+        self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        if c.tie_output:
+            self.output_proj.weight = self.tgt_embed.weight  # one tensor, (V, D)
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        """Xavier-uniform for every matrix (as ``nn.Transformer`` and the Annotated Transformer).
+
+        Shared matrices are visited once (``parameters()`` yields each tensor once). The padding
+        rows are zeroed afterwards, as ``nn.Embedding(padding_idx=...)`` would have them.
+        """
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        with torch.no_grad():
+            self.src_embed.weight[self.config.pad_id].zero_()
+            self.tgt_embed.weight[self.config.pad_id].zero_()
+
+    # -- embeddings -------------------------------------------------------------------------------
+
+    def embed_source(self, src: Tensor) -> Tensor:
+        """``(B, S)`` ids -> ``(B, S, D)``: ``Dropout(E[src] * sqrt(D) + PE)``."""
+        return self.positional(self.src_embed(src) * self.scale)
+
+    def embed_target(self, tgt: Tensor, offset: int = 0) -> Tensor:
+        """``(B, T)`` ids at positions ``offset ..`` -> ``(B, T, D)``."""
+        return self.positional(self.tgt_embed(tgt) * self.scale, offset)
+
+    # -- teacher forcing --------------------------------------------------------------------------
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> TransformerEncoding:
+        """Run the encoder once over ``src (B, S)`` with true lengths ``(B,)``."""
+        return self._encode(src, src_lengths, need_weights=False)[0]
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+    ) -> Seq2SeqOutput:
+        """Logits for every target position (teacher forcing).
+
+        Args:
+            src: ``(B, S)`` source ids, right-padded; src_lengths: ``(B,)`` true lengths.
+            tgt_in: ``(B, T)`` decoder inputs ([BOS] + target). Padding at the end needs no mask:
+                the causal mask keeps every real position from seeing it.
+            need_weights: also return ``attentions`` (the logits are the same either way):
+                ``"encoder"`` ``(B, H, S, S)``, ``"decoder"`` ``(B, H, T, T)`` and ``"cross"``
+                ``(B, H, T, S)``, one per layer.
+
+        Returns:
+            :class:`Seq2SeqOutput` with ``logits (B, T, V)``.
+        """
+        if tgt_in.dim() != 2 or tgt_in.size(0) != src.size(0):
+            raise ValueError(
+                f"tgt_in must be (B={src.size(0)}, T) token ids, got shape {tuple(tgt_in.shape)}"
+            )
+        encoding, enc_weights = self._encode(src, src_lengths, need_weights=need_weights)
+        out = self.decoder(
+            self.embed_target(tgt_in),
+            encoding.memory,
+            memory_keep=encoding.keep,
+            need_weights=need_weights,
+        )
+        logits = self.output_proj(out.hidden)  # (B, T, V)
+        if not need_weights:
+            return Seq2SeqOutput(logits)
+        attentions = {
+            "encoder": enc_weights,
+            "decoder": out.self_weights,
+            "cross": out.cross_weights,
+        }
+        return Seq2SeqOutput(logits, attentions)
+
+    def _encode(
+        self, src: Tensor, src_lengths: Tensor, *, need_weights: bool
+    ) -> tuple[TransformerEncoding, list[Tensor]]:
+        if src.dim() != 2 or src.dtype.is_floating_point:
+            raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+        if src_lengths.shape != (src.size(0),):
+            raise ValueError(
+                f"src_lengths must be (B={src.size(0)},), got shape {tuple(src_lengths.shape)}"
+            )
+        keep = padding_mask(src_lengths.to(src.device), src.size(1))  # (B, 1, 1, S)
+        out = self.encoder(self.embed_source(src), keep=None, need_weights=need_weights)
+        return TransformerEncoding(out.hidden, keep), out.self_weights
+
+    # -- the step protocol (qkv.decoding.protocol.StepModel) ---------------------------------------
+
+    def init_state(
+        self,
+        encoded: TransformerEncoding,
+        *,
+        max_len: int | None = None,
+        need_attention: bool = True,
+    ) -> TransformerState:
+        """Project the memory into each layer's static cross-attention cache, once.
+
+        Args:
+            encoded: what :meth:`encode` returned.
+            max_len: preallocate the self-attention caches for this many steps (written in place;
+                stepping past it raises); ``None`` grows them by concatenation.
+            need_attention: report each step's cross-attention (``StepOutput.attention``); with
+                ``False`` every attention stays on the fused kernel.
+        """
+        memory, batch = encoded.memory, encoded.memory.size(0)
+        cross, own = [], []
+        for layer in self.decoder.layers:
+            cross.append(KVCache.static(*layer.cross_attn.project_kv(memory)))  # (B, H, S, Dh)
+            own.append(layer.self_attn.new_cache(batch, max_len, dtype=memory.dtype))
+        return TransformerState(memory, encoded.keep, tuple(own), tuple(cross), 0, need_attention)
+
+    def step(self, tokens: Tensor, state: TransformerState) -> StepOutput:
+        """Feed one token per row and return the next token's log-probabilities.
+
+        Args:
+            tokens: ``(B,)`` the previous tokens (BOS at the first step).
+            state: from :meth:`init_state`, :meth:`step` or :meth:`select_state`; its
+                self-attention caches are extended in place.
+
+        Returns:
+            :class:`StepOutput` with ``log_probs (B, V)``, the advanced state and ``attention
+            (B, S)``: the last decoder layer's cross-attention averaged over heads.
+        """
+        if tokens.shape != (state.memory.size(0),):
+            raise ValueError(
+                f"tokens must be (B={state.memory.size(0)},), got shape {tuple(tokens.shape)}"
+            )
+        x = self.embed_target(tokens[:, None], state.position)  # (B, 1, D)
+        out = self.decoder(
+            x,
+            memory_keep=state.keep,
+            self_caches=list(state.self_caches),
+            cross_caches=list(state.cross_caches),
+            need_cross_weights=state.need_attention,
+        )
+        log_probs = self.output_proj(out.hidden[:, 0]).log_softmax(dim=-1)  # (B, V)
+        attention = None
+        if state.need_attention:
+            attention = out.cross_weights[-1][:, :, 0].mean(dim=1)  # (B, H, 1, S) -> (B, S)
+        return StepOutput(log_probs, replace(state, position=state.position + 1), attention)
+
+    def select_state(self, state: TransformerState, index: Tensor) -> TransformerState:
+        """Rows ``index (B',)`` of every tensor in ``state`` (reorder, drop or repeat hypotheses).
+
+        The caches are copied (:meth:`KVCache.select`), so the result may be stepped
+        independently of ``state``.
+        """
+        return TransformerState(
+            state.memory.index_select(0, index),  # (B', S, D)
+            state.keep.index_select(0, index),  # (B', 1, 1, S)
+            tuple(cache.select(index) for cache in state.self_caches),
+            tuple(cache.select(index) for cache in state.cross_caches),
+            state.position,
+            state.need_attention,
+        )

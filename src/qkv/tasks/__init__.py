@@ -1,0 +1,1 @@
+"""Task pipelines: data, model, training, decoding and evaluation wired together."""

@@ -1,0 +1,165 @@
+"""Run configurations: a YAML file with ``data``, ``model``, ``train`` and ``decode`` sections.
+
+Each section becomes a small typed config; unknown keys and bad values are errors that name the
+key. ``--set section.key=value`` overrides are parsed as YAML scalars (``train.max_minutes=5``,
+``model.attention=luong``, ``data.options.max_words=30``).
+
+    name: transformer-en-fr
+    out_dir: runs/transformer-en-fr
+    data:   {corpus: bible, options: {source: "4", target: l, max_words: 30}, vocab_size: 8000}
+    model:  {family: transformer, d_model: 256, num_heads: 4, ...}
+    train:  {max_minutes: 10, batch_tokens: 4096, lr: 7e-4, warmup_steps: 1000, ...}
+    decode: {beam_size: 4, length_penalty: 0.6}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qkv.training.trainer import TrainConfig
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    corpus: str = "bible"
+    options: dict[str, Any] = field(default_factory=dict)
+    vocab_size: int = 8000
+    shared_vocab: bool = True
+    max_len: int = 128  # subword tokens per side; longer training pairs are dropped
+    valid_bleu_sentences: int = 200  # greedy-decoded during training to pick the best model
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 16:
+            raise ValueError(f"data.vocab_size must be >= 16, got {self.vocab_size}")
+        if self.max_len < 2:
+            raise ValueError(f"data.max_len must be >= 2, got {self.max_len}")
+        if self.valid_bleu_sentences < 0:
+            raise ValueError(
+                f"data.valid_bleu_sentences must be >= 0, got {self.valid_bleu_sentences}"
+            )
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.5  # max output length = a * source length + b
+    max_len_b: int = 10
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"decode.beam_size must be >= 1, got {self.beam_size}")
+        if self.length_penalty < 0:
+            raise ValueError(f"decode.length_penalty must be >= 0, got {self.length_penalty}")
+        if self.max_len_a <= 0 or self.max_len_b < 0 or self.batch_size < 1:
+            raise ValueError(
+                f"decode needs max_len_a > 0, max_len_b >= 0, batch_size >= 1; got "
+                f"{self.max_len_a}, {self.max_len_b}, {self.batch_size}"
+            )
+
+    def max_len(self, source_len: int) -> int:
+        return int(self.max_len_a * source_len + self.max_len_b)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str
+    out_dir: str
+    family: str
+    model: dict[str, Any]
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "out_dir": self.out_dir,
+            "model": {"family": self.family, **self.model},
+            "data": dataclasses.asdict(self.data),
+            "train": dataclasses.asdict(self.train),
+            "decode": dataclasses.asdict(self.decode),
+        }
+
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+
+def _section(name: str, cls: type, values: Any) -> Any:
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ValueError(f"section {name!r} must be a mapping, got {type(values).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown key(s) {', '.join(f'{name}.{k}' for k in unknown)}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    try:
+        return cls(**values)
+    except TypeError as error:
+        raise ValueError(f"section {name!r}: {error}") from None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a nested dict, in place."""
+    import yaml
+
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        key, text = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(parts):
+            raise ValueError(f"--set key {key!r} is not a dotted name such as train.max_minutes")
+        node = raw
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {key}: {part!r} is not a section")
+        node[parts[-1]] = yaml.safe_load(text)
+    return raw
+
+
+def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> RunConfig:
+    allowed = {"name", "out_dir", "model", "data", "train", "decode", "task"}
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ValueError(f"unknown top-level key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
+    if raw.get("task", "translation") != "translation":
+        raise ValueError(f"task {raw['task']!r} is not supported yet; expected 'translation'")
+    model = dict(raw.get("model") or {})
+    family = model.pop("family", None)
+    if family is None:
+        raise ValueError("model.family is required (seq2seq_rnn or transformer)")
+    name = str(raw.get("name", default_name))
+    sections = {key: _section(key, cls, raw.get(key)) for key, cls in SECTIONS.items()}
+    return RunConfig(
+        name=name,
+        out_dir=str(raw.get("out_dir", f"runs/{name}")),
+        family=family,
+        model=model,
+        **sections,
+    )
+
+
+def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run configuration and apply ``--set`` overrides."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no configuration file {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not valid YAML: {error}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must hold a mapping at the top level")
+    return run_config_from_dict(apply_overrides(raw, overrides or []), default_name=path.stem)

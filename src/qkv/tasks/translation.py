@@ -1,0 +1,328 @@
+"""Translation end to end: train a model on a parallel corpus, translate, evaluate.
+
+A trained model directory is self-contained:
+
+    config.json             the run configuration (model family and config, data, decode)
+    model.safetensors       the best weights (by validation BLEU)
+    source_tokenizer.json   BPE vocabularies (the same file twice when shared)
+    target_tokenizer.json
+    metrics.csv             training curve and validation scores
+    results.json            test scores written by ``evaluate``
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from qkv.data import (
+    Seq2SeqBatch,
+    SubwordTokenizer,
+    batches,
+    encode_pairs,
+    load_corpus,
+)
+from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.decoding import beam_search, greedy_search
+from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
+from qkv.io import atomic_write_json
+from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.tasks.run_config import DecodeConfig, RunConfig, run_config_from_dict
+from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
+from qkv.training.losses import sequence_cross_entropy
+from qkv.training.trainer import TrainResult, train
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
+
+
+@dataclass(frozen=True)
+class Translation:
+    source: str
+    text: str
+    source_pieces: list[str]  # the S source tokens the model saw (EOS included)
+    target_ids: list[int]  # the generated token ids (EOS excluded)
+    target_pieces: list[str]  # the generated tokens (EOS included)
+    attention: Tensor | None  # (len(target_pieces), S), or None for models without attention
+
+
+@dataclass(frozen=True)
+class TrainedTranslation:
+    model_dir: Path
+    result: TrainResult
+    parameters: int
+
+
+def _loss(label_smoothing: float):
+    def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> tuple[Tensor, Tensor]:
+        logits = model(batch.src, batch.src_lengths, batch.tgt_in).logits  # (B, T, V)
+        return sequence_cross_entropy(
+            logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=label_smoothing
+        )
+
+    return loss_fn
+
+
+def _train_tokenizers(
+    pairs: Sequence[tuple[str, str]], vocab_size: int, shared: bool
+) -> tuple[SubwordTokenizer, SubwordTokenizer]:
+    if shared:
+        tok = SubwordTokenizer.train([s for p in pairs for s in p], vocab_size)
+        return tok, tok
+    return (
+        SubwordTokenizer.train([s for s, _ in pairs], vocab_size),
+        SubwordTokenizer.train([t for _, t in pairs], vocab_size),
+    )
+
+
+def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTranslation:
+    """Train ``config``'s model on its corpus; the best weights go to ``config.out_dir``."""
+    torch.manual_seed(config.train.seed)
+    corpus = load_corpus(config.data.corpus, **config.data.options)
+    src_tok, tgt_tok = _train_tokenizers(
+        corpus.train, config.data.vocab_size, config.data.shared_vocab
+    )
+    train_examples = encode_pairs(corpus.train, src_tok, tgt_tok, max_len=config.data.max_len)
+    if not train_examples:
+        raise ValueError(f"no training pair fits data.max_len={config.data.max_len}")
+    valid_pairs = corpus.valid[: max(config.data.valid_bleu_sentences, 1)]
+    valid_examples = encode_pairs(corpus.valid, src_tok, tgt_tok)
+
+    model_values = {
+        **config.model,
+        "src_vocab_size": src_tok.vocab_size,
+        "tgt_vocab_size": tgt_tok.vocab_size,
+    }
+    model_config = build_config(config.family, model_values)
+    model = build_model(config.family, model_config)
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = config.to_dict()
+    saved["model"] = {"family": config.family, **config_to_dict(model_config)}
+    atomic_write_json(out / CONFIG_FILE, saved)
+    src_tok.save(out / SOURCE_TOKENIZER)
+    tgt_tok.save(out / TARGET_TOKENIZER)
+
+    loss_fn = _loss(config.train.label_smoothing)
+    translator = Translator(model, src_tok, tgt_tok, config.decode)
+
+    def evaluate() -> dict[str, float]:
+        total, tokens = 0.0, 0
+        for batch in batches(valid_examples, max_tokens=config.train.batch_tokens, shuffle=False):
+            loss_sum, n = loss_fn(model, batch)
+            total, tokens = total + float(loss_sum), tokens + int(n)
+        metrics = {"valid_loss": total / max(tokens, 1)}
+        if config.data.valid_bleu_sentences:
+            hyps = [t.text for t in translator.translate([s for s, _ in valid_pairs], beam_size=1)]
+            metrics["valid_bleu"] = corpus_scores(hyps, [t for _, t in valid_pairs]).bleu
+        return metrics
+
+    def train_batches(epoch: int) -> Iterator[Seq2SeqBatch]:
+        return batches(
+            train_examples,
+            max_tokens=config.train.batch_tokens,
+            shuffle=True,
+            seed=config.train.seed,
+            epoch=epoch,
+        )
+
+    metric = "valid_bleu" if config.data.valid_bleu_sentences else "valid_loss"
+    result = train(
+        model,
+        loss_fn=loss_fn,
+        batches=train_batches,
+        config=config.train,
+        evaluate=evaluate,
+        metric=metric,
+        higher_is_better=metric == "valid_bleu",
+        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
+        run_dir=out,
+        progress=progress,
+    )
+    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return TrainedTranslation(out, result, parameters)
+
+
+class Translator:
+    """A model with its tokenizers and decoding settings: text in, text and attention out."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        source_tokenizer: SubwordTokenizer,
+        target_tokenizer: SubwordTokenizer,
+        decode: DecodeConfig,
+    ) -> None:
+        self.model, self.source_tokenizer, self.target_tokenizer = (
+            model,
+            source_tokenizer,
+            target_tokenizer,
+        )
+        self.decode = decode
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> Translator:
+        """Load a directory written by :func:`train_translation`; errors name what is wrong."""
+        model_dir = Path(model_dir)
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"no model directory {model_dir}")
+        run = load_model_run_config(model_dir)
+        model_config = build_config(run.family, run.model)
+        model = build_model(run.family, model_config)
+        load_weights(model, model_dir / WEIGHTS_FILE)
+        model.eval()
+        return cls(
+            model,
+            SubwordTokenizer.load(model_dir / SOURCE_TOKENIZER),
+            SubwordTokenizer.load(model_dir / TARGET_TOKENIZER),
+            run.decode,
+        )
+
+    def translate(self, texts: Sequence[str], *, beam_size: int | None = None) -> list[Translation]:
+        """Translate ``texts`` in batches (greedy when ``beam_size`` is 1)."""
+        beam_size = self.decode.beam_size if beam_size is None else beam_size
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        was_training = self.model.training
+        self.model.eval()
+        encoded = [[*self.source_tokenizer.encode(text), EOS_ID] for text in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        results: list[Translation | None] = [None] * len(texts)
+        try:
+            for start in range(0, len(order), self.decode.batch_size):
+                rows = order[start : start + self.decode.batch_size]
+                for i, hyp in zip(
+                    rows, self._decode([encoded[i] for i in rows], beam_size), strict=True
+                ):
+                    results[i] = self._translation(texts[i], encoded[i], hyp)
+        finally:
+            self.model.train(was_training)
+        return results  # type: ignore[return-value]
+
+    def cross_attention(
+        self, text: str, *, beam_size: int | None = None
+    ) -> tuple[Translation, list[Tensor]]:
+        """Translate ``text``, then run the model on its own output (teacher forcing) to get
+        every layer's cross-attention: one ``(H, T, S)`` tensor per layer (``H = 1`` for RNNs),
+        ``T`` counting the EOS. Empty for a model without attention.
+        """
+        (translation,) = self.translate([text], beam_size=beam_size)
+        source = [*self.source_tokenizer.encode(text), EOS_ID]
+        src = torch.tensor([source])
+        tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]])
+        with torch.inference_mode():
+            out = self.model.eval()(src, torch.tensor([len(source)]), tgt_in, need_weights=True)
+        maps = [layer[0] for layer in out.attentions.get("cross", [])]  # (H, T, S) per layer
+        return translation, maps
+
+    def _decode(self, sources: list[list[int]], beam_size: int) -> list[Any]:
+        lengths = torch.tensor([len(s) for s in sources])
+        src = torch.full((len(sources), int(lengths.max())), PAD_ID, dtype=torch.long)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids)] = torch.tensor(ids)
+        max_len = self.decode.max_len(int(lengths.max()))
+        with torch.inference_mode():
+            if beam_size == 1:
+                return greedy_search(self.model, src, lengths, max_len=max_len)
+            nbest = beam_search(
+                self.model,
+                src,
+                lengths,
+                beam_size=beam_size,
+                max_len=max_len,
+                length_penalty=self.decode.length_penalty,
+            )
+        return [hyps[0] for hyps in nbest]
+
+    def _translation(self, text: str, source_ids: list[int], hyp: Any) -> Translation:
+        tokens = list(hyp.tokens)
+        return Translation(
+            source=text,
+            text=self.target_tokenizer.decode(tokens),
+            source_pieces=self.source_tokenizer.pieces(source_ids),
+            target_ids=tokens,
+            target_pieces=self.target_tokenizer.pieces([*tokens, EOS_ID]),
+            attention=None if hyp.attention is None else hyp.attention[:, : len(source_ids)],
+        )
+
+
+def load_model_run_config(model_dir: str | Path) -> RunConfig:
+    raw = read_json(Path(model_dir) / CONFIG_FILE)
+    try:
+        return run_config_from_dict(raw)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{Path(model_dir) / CONFIG_FILE}: {error}") from None
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    split: str
+    scores: CorpusScores
+    buckets: list[BucketScore]
+    examples: list[tuple[str, str, str]]  # (source, hypothesis, reference)
+    beam_size: int
+    exact_match: float  # fraction of hypotheses identical to their reference
+
+
+def evaluate_translation(
+    model_dir: str | Path,
+    *,
+    split: str = "test",
+    limit: int | None = None,
+    beam_size: int | None = None,
+    translator: Translator | None = None,
+) -> EvaluationReport:
+    """BLEU, chrF and BLEU by source length on a split of the model's own corpus."""
+    model_dir = Path(model_dir)
+    run = load_model_run_config(model_dir)
+    corpus = load_corpus(run.data.corpus, **run.data.options)
+    if split not in ("train", "valid", "test"):
+        raise ValueError(f"split must be train, valid or test, got {split!r}")
+    pairs = getattr(corpus, split)[:limit]
+    if not pairs:
+        raise ValueError(f"the {split} split of {run.data.corpus} is empty")
+    translator = translator or Translator.load(model_dir)
+    beam = run.decode.beam_size if beam_size is None else beam_size
+    hyps = [t.text for t in translator.translate([s for s, _ in pairs], beam_size=beam)]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    report = EvaluationReport(
+        split,
+        corpus_scores(hyps, refs),
+        bleu_by_length(sources, hyps, refs),
+        list(zip(sources, hyps, refs, strict=True)),
+        beam,
+        sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs),
+    )
+    if limit is None:
+        results_path = model_dir / "results.json"
+        results = read_json(results_path) if results_path.is_file() else {}
+        results[split] = {
+            "bleu": report.scores.bleu,
+            "chrf": report.scores.chrf,
+            "bleu_signature": report.scores.bleu_signature,
+            "chrf_signature": report.scores.chrf_signature,
+            "sentences": report.scores.sentences,
+            "exact_match": report.exact_match,
+            "beam_size": beam,
+            "bleu_by_source_length": {b.label: [b.sentences, b.bleu] for b in report.buckets},
+        }
+        atomic_write_json(results_path, results)
+    return report
+
+
+__all__ = [
+    "EvaluationReport",
+    "TrainedTranslation",
+    "Translation",
+    "Translator",
+    "evaluate_translation",
+    "train_translation",
+]

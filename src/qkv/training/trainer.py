@@ -1,0 +1,266 @@
+"""The training engine every qkv model trains through.
+
+One loop, parameterised by what differs between tasks: a ``loss_fn(model, batch) -> (loss_sum,
+n_tokens)``, an epoch-indexed batch source, and an optional ``evaluate()`` returning metrics.
+It owns the optimiser (AdamW, no weight decay on biases, norms and embeddings), the learning-rate
+schedule, gradient clipping, the step and time budgets, early stopping on a validation metric,
+the metrics CSV, and the progress bar.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from qkv.training.schedules import SCHEDULES, lr_multiplier
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train (not what): optimiser, schedule, budgets, evaluation cadence."""
+
+    max_steps: int = 100_000
+    max_minutes: float | None = None
+    batch_tokens: int = 4096
+    lr: float = 7e-4
+    schedule: str = "inverse_sqrt"
+    warmup_steps: int = 4000
+    weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    clip_norm: float | None = 1.0
+    label_smoothing: float = 0.1
+    eval_every: int = 1000
+    patience: int | None = None
+    seed: int = 0
+    log_every: int = 50
+
+    def __post_init__(self) -> None:
+        checks = {
+            "max_steps": self.max_steps >= 1,
+            "batch_tokens": self.batch_tokens >= 1,
+            "lr": self.lr > 0,
+            "warmup_steps": self.warmup_steps >= 0,
+            "weight_decay": self.weight_decay >= 0,
+            "label_smoothing": 0 <= self.label_smoothing < 1,
+            "eval_every": self.eval_every >= 1,
+            "log_every": self.log_every >= 1,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"train.{name} has an invalid value {getattr(self, name)!r}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"train.max_minutes must be positive, got {self.max_minutes}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"train.schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}"
+            )
+        if self.clip_norm is not None and self.clip_norm <= 0:
+            raise ValueError(f"train.clip_norm must be positive or null, got {self.clip_norm}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"train.patience must be >= 1 or null, got {self.patience}")
+        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    seconds: float
+    stopped: str  # "max_steps" | "max_minutes" | "early_stopping" | "interrupted"
+    best: dict[str, float] | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Weight decay on weight matrices only; none on biases, norms and embeddings."""
+    embedding_params = {
+        id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()
+    }
+    decay, no_decay, seen = [], [], set()
+    for param in model.parameters():
+        if not param.requires_grad or id(param) in seen:
+            continue
+        seen.add(id(param))
+        if param.dim() >= 2 and id(param) not in embedding_params:
+            decay.append(param)
+        else:
+            no_decay.append(param)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def train(
+    model: nn.Module,
+    *,
+    loss_fn: Callable[[nn.Module, Any], tuple[Tensor, Tensor]],
+    batches: Callable[[int], Iterable[Any]],
+    config: TrainConfig,
+    evaluate: Callable[[], dict[str, float]] | None = None,
+    metric: str = "valid_loss",
+    higher_is_better: bool = False,
+    on_best: Callable[[dict[str, float]], None] | None = None,
+    run_dir: str | Path | None = None,
+    progress: bool = False,
+) -> TrainResult:
+    """Train ``model`` until a budget runs out or validation stops improving.
+
+    Args:
+        loss_fn: ``(model, batch) -> (loss_sum, n_tokens)``; the step minimises their ratio.
+        batches: ``epoch -> iterable of batches`` (deterministic per epoch for reproducibility).
+        config: :class:`TrainConfig`.
+        evaluate: returns metrics including ``metric``; called every ``config.eval_every`` steps
+            and at the end (in eval mode, without gradients).
+        on_best: called with the metrics whenever ``metric`` improves (e.g. to save the model).
+        run_dir: where ``metrics.csv`` is written.
+        progress: show a progress bar (for command-line use).
+    """
+    torch.manual_seed(config.seed)
+    optimiser = torch.optim.AdamW(
+        parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.adam_betas
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser,
+        lr_multiplier(config.schedule, warmup=config.warmup_steps, total=config.max_steps),
+    )
+    log = _MetricsLog(Path(run_dir) / "metrics.csv" if run_dir is not None else None)
+    bar = _progress_bar(config.max_steps, progress)
+    best: dict[str, float] | None = None
+    bad_evaluations, step, epoch = 0, 0, 0
+    start = time.perf_counter()
+    window_loss, window_tokens, window_start = 0.0, 0, start
+    stopped = "max_steps"
+    deadline = None if config.max_minutes is None else start + 60 * config.max_minutes
+
+    def run_evaluation() -> bool:
+        """Evaluate, log, track the best; True when patience has run out."""
+        nonlocal best, bad_evaluations
+        if evaluate is None:
+            return False
+        model.eval()
+        with torch.no_grad():
+            metrics = evaluate()
+        model.train()
+        if metric not in metrics:
+            raise ValueError(f"evaluate() returned {sorted(metrics)}, without metric {metric!r}")
+        value = metrics[metric]
+        improved = best is None or (
+            value > best[metric] if higher_is_better else value < best[metric]
+        )
+        log.write({"step": step, "epoch": epoch, **metrics})
+        if improved:
+            best, bad_evaluations = {"step": step, **metrics}, 0
+            if on_best is not None:
+                on_best(metrics)
+        else:
+            bad_evaluations += 1
+        logger.info("step %d: %s", step, metrics)
+        if bar is not None:
+            bar.set_postfix_str(f"{metric} {value:.4g}", refresh=False)
+        return config.patience is not None and bad_evaluations >= config.patience
+
+    model.train()
+    try:
+        while stopped == "max_steps" and step < config.max_steps:
+            produced = False
+            for batch in batches(epoch):
+                produced = True
+                loss_sum, n_tokens = loss_fn(model, batch)
+                tokens = int(n_tokens)
+                loss = loss_sum / max(tokens, 1)
+                optimiser.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.clip_norm is not None:
+                    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+                optimiser.step()
+                schedule.step()
+                step += 1
+                window_loss += float(loss_sum)
+                window_tokens += tokens
+                if bar is not None:
+                    bar.update(1)
+                if step % config.log_every == 0:
+                    now = time.perf_counter()
+                    row = {
+                        "step": step,
+                        "epoch": epoch,
+                        "lr": schedule.get_last_lr()[0],
+                        "train_loss": window_loss / max(window_tokens, 1),
+                        "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                    }
+                    log.write(row)
+                    if bar is not None:
+                        bar.set_postfix(
+                            loss=f"{row['train_loss']:.3f}",
+                            lr=f"{row['lr']:.2e}",
+                            tok_s=f"{row['tokens_per_s']:.0f}",
+                        )
+                    window_loss, window_tokens, window_start = 0.0, 0, now
+                if step % config.eval_every == 0 and run_evaluation():
+                    stopped = "early_stopping"
+                    break
+                if deadline is not None and time.perf_counter() >= deadline:
+                    stopped = "max_minutes"
+                    break
+                if step >= config.max_steps:
+                    break
+            if not produced:
+                raise ValueError("the training data produced no batch")
+            epoch += 1
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    finally:
+        if bar is not None:
+            bar.close()
+    if step % config.eval_every != 0 and stopped != "interrupted":
+        run_evaluation()
+    return TrainResult(step, time.perf_counter() - start, stopped, best, log.rows)
+
+
+class _MetricsLog:
+    """Rows of metrics kept in memory and appended to a CSV (columns grow as keys appear)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.rows = path, []
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)
+
+    def write(self, row: dict[str, Any]) -> None:
+        row = {
+            k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v)
+            for k, v in row.items()
+        }
+        self.rows.append(row)
+        if self.path is None:
+            return
+        columns: list[str] = []
+        for r in self.rows:
+            columns += [k for k in r if k not in columns]
+        with open(self.path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(self.rows)
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="train", unit="step", dynamic_ncols=True, leave=True)
+
+
+def config_dict(config: TrainConfig) -> dict[str, Any]:
+    return asdict(config)

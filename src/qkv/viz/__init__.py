@@ -1,0 +1,1 @@
+"""Seeing attention: heatmaps and per-head grids (matplotlib, imported only when drawing)."""

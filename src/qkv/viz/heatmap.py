@@ -1,0 +1,107 @@
+"""Alignment heatmaps: target tokens (rows) x source tokens (columns), as in Bahdanau et al. 2015,
+Figure 3, and grids of one heatmap per head for multi-head layers.
+
+matplotlib is imported inside the functions and drawn through its object API (``Figure`` with an
+Agg canvas), so importing qkv never touches matplotlib's global backend.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from torch import Tensor
+
+from qkv.io import atomic_write
+
+
+def _check(weights: Tensor, rows: Sequence[str], columns: Sequence[str]) -> None:
+    if weights.shape[-2:] != (len(rows), len(columns)):
+        raise ValueError(
+            f"weights of shape {tuple(weights.shape)} do not match {len(rows)} target tokens x "
+            f"{len(columns)} source tokens"
+        )
+
+
+def _save(figure, path: str | Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = Path(path)
+    suffix = path.suffix.lower().lstrip(".") or "png"
+    if suffix not in ("png", "svg", "pdf"):
+        raise ValueError(f"cannot write {path}: the file must end in .png, .svg or .pdf")
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=suffix, bbox_inches="tight", dpi=120)
+    atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    return path
+
+
+def _draw(axes, weights: Tensor, rows: Sequence[str], columns: Sequence[str], title: str | None):
+    image = axes.imshow(
+        weights.detach().float().cpu().numpy(),
+        cmap="Greys",
+        vmin=0.0,
+        vmax=1.0,
+        aspect="auto",
+        interpolation="nearest",
+    )
+    axes.set_xticks(range(len(columns)), labels=list(columns), rotation=90, fontsize=8)
+    axes.set_yticks(range(len(rows)), labels=list(rows), fontsize=8)
+    axes.xaxis.tick_top()
+    if title:
+        axes.set_title(title, fontsize=9, pad=8)
+    return image
+
+
+def plot_alignment(
+    weights: Tensor,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf)."""
+    from matplotlib.figure import Figure
+
+    _check(weights, target_tokens, source_tokens)
+    width = max(4.0, 0.35 * len(source_tokens) + 1.5)
+    height = max(3.0, 0.3 * len(target_tokens) + 1.5)
+    figure = Figure(figsize=(width, height))
+    axes = figure.add_subplot()
+    image = _draw(axes, weights, target_tokens, source_tokens, title)
+    axes.set_xlabel("source")
+    axes.set_ylabel("target")
+    figure.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
+    return _save(figure, path)
+
+
+def plot_heads(
+    weights: Tensor,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """Draw ``(H, T, S)`` per-head weights as a grid of heatmaps, one per head."""
+    from matplotlib.figure import Figure
+
+    if weights.dim() != 3:
+        raise ValueError(f"plot_heads needs (H, T, S) weights, got shape {tuple(weights.shape)}")
+    _check(weights, target_tokens, source_tokens)
+    heads = weights.size(0)
+    cols = min(4, heads)
+    grid_rows = math.ceil(heads / cols)
+    cell_w = max(2.5, 0.3 * len(source_tokens) + 1.0)
+    cell_h = max(2.0, 0.25 * len(target_tokens) + 1.0)
+    figure = Figure(figsize=(cell_w * cols, cell_h * grid_rows + (0.5 if title else 0)))
+    for h in range(heads):
+        axes = figure.add_subplot(grid_rows, cols, h + 1)
+        _draw(axes, weights[h], target_tokens, source_tokens, f"head {h}")
+    if title:
+        figure.suptitle(title)
+    return _save(figure, path)
