@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.qkv-installed
 
-.PHONY: install demo attention-demo test lint format bench clean
+.PHONY: install demo attention-demo test test-slow lint format bench clean
 
 install: $(STAMP)
 
@@ -38,8 +38,14 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+PYTEST := PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p xdist.plugin -p _hypothesis_pytestplugin
+
 test: lint
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p xdist.plugin -p _hypothesis_pytestplugin -q -n 2
+	$(PYTEST) -q -n 2 -m "not slow"
+
+# The learning tests through the real CLI (each translation model learns the reverse task).
+test-slow: $(STAMP)
+	$(PYTEST) -q -n 2 -m slow
 
 bench: $(STAMP)
 	$(PY) benchmarks/attention.py

@@ -4,8 +4,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 
 def _qkv(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -13,7 +11,6 @@ def _qkv(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow
 def test_demo_alignments_are_learned():
     result = _qkv("demo", "--no-speed")
     assert result.returncode == 0, result.stderr

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# Four training runs of one to several minutes each: run with `make test-slow`, not in `make test`.
+pytestmark = pytest.mark.slow
 KINDS = ["transformer", "rnn-none", "rnn-bahdanau", "rnn-luong"]
 
 
