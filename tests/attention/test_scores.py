@@ -161,3 +161,32 @@ def test_width_mismatches_name_the_shapes():
         General(4)(torch.randn(1, 2, 4), torch.randn(1, 3, 5))
     with pytest.raises(ValueError, match=r"query width 3.*\(1, 2, 4\)"):
         Additive(3, 3, 2)(torch.randn(1, 2, 4), torch.randn(1, 3, 3))
+
+
+def test_additive_gradients_with_broadcast_heads(monkeypatch):
+    # Queries shared across heads (H = 1) against per-head keys: gradients must sum back.
+    torch.manual_seed(0)
+    monkeypatch.setattr(scores, "ADDITIVE_CHUNK_ELEMENTS", 2 * 3 * 4 * 5)
+    score = Additive(3, 3, 5).double()
+    q = torch.randn(2, 1, 4, 3, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 3, 4, 3, dtype=torch.float64, requires_grad=True)
+    assert gradcheck(lambda q, k: score(q, k), (q, k), eps=1e-6, atol=1e-5)
+
+
+def test_additive_backward_memory_is_bounded():
+    # The naive (B, Tq, Tk, A) pre-activation would be 8 * 256 * 256 * 512 * 4 bytes = 1 GiB;
+    # forward and backward together must stay far below it (the chunk budget is 16 MiB).
+    import resource
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, torch; from qkv.attention.scores import Additive;"
+        "s = Additive(512, 512, 512); q = torch.randn(8, 256, 512, requires_grad=True);"
+        "k = torch.randn(8, 256, 512, requires_grad=True);"
+        "r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; s(q, k).sum().backward();"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - r) / 1024)"
+    )
+    del resource
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) < 400, out.stdout  # MiB above the inputs

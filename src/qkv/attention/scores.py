@@ -25,7 +25,6 @@ import math
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 # Upper bound on the elements of one (..., chunk, Tk, hidden) block in `Additive`: 2**22 float32
 # values are 16 MiB, small next to the whole tensor, large enough to amortise the Python loop.
@@ -136,10 +135,10 @@ class Additive(Score):
     """Bahdanau "concat": ``v^T tanh(W q + U k)``.
 
     The ``(..., Tq, Tk, hidden)`` pre-activation is never built whole: queries are processed in
-    chunks of at most :data:`ADDITIVE_CHUNK_ELEMENTS` elements, and under autograd each chunk is
-    recomputed in the backward pass instead of stored, so peak memory stays bounded in training
-    too. :meth:`prepare` projects the keys (``U k``); decoders that score the same keys at every
-    step call it once and pass the result to :meth:`energies`.
+    chunks of at most :data:`ADDITIVE_CHUNK_ELEMENTS` elements, and the backward pass recomputes
+    each chunk instead of storing it, so peak memory stays bounded in training too.
+    :meth:`prepare` projects the keys (``U k``); decoders that score the same keys at every step
+    call it once and pass the result to :meth:`energies`.
     """
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, *, bias: bool = True) -> None:
@@ -175,26 +174,73 @@ class Additive(Score):
             )
         wq = self.query_proj(query)  # (..., Tq, A)
         v = self.v.weight[0]  # (A,)
-        tq, tk, hidden = wq.size(-2), uk.size(-2), wq.size(-1)
+        tk, hidden = uk.size(-2), wq.size(-1)
         lead = math.prod(torch.broadcast_shapes(wq.shape[:-2], uk.shape[:-2]))
         chunk = max(1, ADDITIVE_CHUNK_ELEMENTS // max(1, lead * tk * hidden))
-        use_checkpoint = torch.is_grad_enabled() and (
-            wq.requires_grad or uk.requires_grad or v.requires_grad
-        )
-        pieces = []
-        for start in range(0, tq, chunk):
-            wq_chunk = wq[..., start : start + chunk, :]
-            if use_checkpoint and chunk < tq:
-                pieces.append(checkpoint(_additive_block, wq_chunk, uk, v, use_reentrant=False))
-            else:
-                pieces.append(_additive_block(wq_chunk, uk, v))
-        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=-2)  # (..., Tq, Tk)
+        return _AdditiveEnergies.apply(wq, uk, v, chunk)  # (..., Tq, Tk)
 
 
-def _additive_block(wq: Tensor, uk: Tensor, v: Tensor) -> Tensor:
-    """``v^T tanh(wq_i + uk_j)`` per chunk: ``(..., c, A), (..., Tk, A) -> (..., c, Tk)``."""
+def _additive_block(wq: Tensor, uk: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """``tanh(wq_i + uk_j)`` and ``v^T`` of it: ``(..., c, A), (..., Tk, A) -> (..., c, Tk, A)``,
+    ``(..., c, Tk)``."""
     hidden = torch.tanh(wq.unsqueeze(-2) + uk.unsqueeze(-3))  # (..., c, Tk, A)
-    return hidden @ v  # (..., c, Tk)
+    return hidden, hidden @ v  # (..., c, Tk)
+
+
+class _AdditiveEnergies(torch.autograd.Function):
+    """``e_ij = v^T tanh(wq_i + uk_j)`` in query chunks, recomputing each chunk in backward.
+
+    Nothing of size ``(..., Tq, Tk, A)`` is kept between forward and backward: with
+    ``t = tanh(wq_i + uk_j)`` and ``g = dL/de_ij``, the backward pass rebuilds ``t`` one chunk at
+    a time and uses ``d pre = g v (1 - t^2)``, ``dwq_i = sum_j d pre``, ``duk_j = sum_i d pre``,
+    ``dv = sum_ij g t``.
+    """
+
+    @staticmethod
+    def forward(ctx, wq: Tensor, uk: Tensor, v: Tensor, chunk: int) -> Tensor:
+        ctx.save_for_backward(wq, uk, v)
+        ctx.chunk = chunk
+        pieces = [
+            _additive_block(wq[..., start : start + chunk, :], uk, v)[1]
+            for start in range(0, wq.size(-2), chunk)
+        ]
+        return torch.cat(pieces, dim=-2)  # (..., Tq, Tk)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None]:
+        wq, uk, v = ctx.saved_tensors
+        grad_wq_rows = []
+        grad_uk = torch.zeros(
+            torch.broadcast_shapes(wq.shape[:-2], uk.shape[:-2]) + uk.shape[-2:],
+            dtype=uk.dtype,
+            device=uk.device,
+        )
+        grad_v = torch.zeros_like(v)
+        for start in range(0, wq.size(-2), ctx.chunk):
+            rows = slice(start, start + ctx.chunk)
+            hidden, _ = _additive_block(wq[..., rows, :], uk, v)  # (..., c, Tk, A)
+            g = grad[..., rows, :].unsqueeze(-1)  # (..., c, Tk, 1)
+            grad_v += (g * hidden).flatten(0, -2).sum(0)
+            pre = g * v * (1 - hidden.square())  # (..., c, Tk, A)
+            grad_wq_rows.append(pre.sum(dim=-2))  # (..., c, A)
+            grad_uk += pre.sum(dim=-3)
+        grad_wq = _sum_to(torch.cat(grad_wq_rows, dim=-2), wq.shape)
+        return (
+            grad_wq if ctx.needs_input_grad[0] else None,
+            _sum_to(grad_uk, uk.shape) if ctx.needs_input_grad[1] else None,
+            grad_v if ctx.needs_input_grad[2] else None,
+            None,
+        )
+
+
+def _sum_to(tensor: Tensor, shape: torch.Size) -> Tensor:
+    """Sum a broadcast gradient back to ``shape``."""
+    while tensor.dim() > len(shape):
+        tensor = tensor.sum(0)
+    for dim, size in enumerate(shape):
+        if size == 1 and tensor.size(dim) != 1:
+            tensor = tensor.sum(dim, keepdim=True)
+    return tensor
 
 
 class Location(Score):
