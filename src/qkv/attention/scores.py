@@ -180,11 +180,16 @@ class Additive(Score):
         return _AdditiveEnergies.apply(wq, uk, v, chunk)  # (..., Tq, Tk)
 
 
-def _additive_block(wq: Tensor, uk: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """``tanh(wq_i + uk_j)`` and ``v^T`` of it: ``(..., c, A), (..., Tk, A) -> (..., c, Tk, A)``,
-    ``(..., c, Tk)``."""
-    hidden = torch.tanh(wq.unsqueeze(-2) + uk.unsqueeze(-3))  # (..., c, Tk, A)
-    return hidden, hidden @ v  # (..., c, Tk)
+def _tanh_sum(wq: Tensor, uk: Tensor, out: Tensor) -> Tensor:
+    """``tanh(wq_i + uk_j)`` for a chunk of queries, written into ``out``.
+
+    ``wq (..., c, A)``, ``uk (..., Tk, A)`` -> ``out (..., c, Tk, A)``. One buffer is reused for
+    every chunk: allocating and freeing a fresh block per chunk fragments the C heap until the
+    process holds gigabytes it no longer uses.
+    """
+    out = out[..., : wq.size(-2), :, :]
+    torch.add(wq.unsqueeze(-2), uk.unsqueeze(-3), out=out)
+    return out.tanh_()
 
 
 class _AdditiveEnergies(torch.autograd.Function):
@@ -200,33 +205,38 @@ class _AdditiveEnergies(torch.autograd.Function):
     def forward(ctx, wq: Tensor, uk: Tensor, v: Tensor, chunk: int) -> Tensor:
         ctx.save_for_backward(wq, uk, v)
         ctx.chunk = chunk
-        pieces = [
-            _additive_block(wq[..., start : start + chunk, :], uk, v)[1]
-            for start in range(0, wq.size(-2), chunk)
-        ]
-        return torch.cat(pieces, dim=-2)  # (..., Tq, Tk)
+        lead = torch.broadcast_shapes(wq.shape[:-2], uk.shape[:-2])
+        tq, tk = wq.size(-2), uk.size(-2)
+        buffer = wq.new_empty(*lead, min(chunk, tq), tk, wq.size(-1))  # (..., c, Tk, A)
+        energies = wq.new_empty(*lead, tq, tk)  # (..., Tq, Tk)
+        for start in range(0, tq, chunk):
+            hidden = _tanh_sum(wq[..., start : start + chunk, :], uk, buffer)
+            energies[..., start : start + hidden.size(-3), :] = hidden @ v
+        return energies
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None]:
         wq, uk, v = ctx.saved_tensors
-        grad_wq_rows = []
-        grad_uk = torch.zeros(
-            torch.broadcast_shapes(wq.shape[:-2], uk.shape[:-2]) + uk.shape[-2:],
-            dtype=uk.dtype,
-            device=uk.device,
-        )
+        lead = torch.broadcast_shapes(wq.shape[:-2], uk.shape[:-2])
+        tq, tk = wq.size(-2), uk.size(-2)
+        buffer = wq.new_empty(*lead, min(ctx.chunk, tq), tk, wq.size(-1))  # (..., c, Tk, A)
+        scratch = torch.empty_like(buffer)
+        grad_wq = wq.new_empty(*lead, tq, wq.size(-1))  # (..., Tq, A)
+        grad_uk = uk.new_zeros(*lead, tk, uk.size(-1))  # (..., Tk, A)
         grad_v = torch.zeros_like(v)
-        for start in range(0, wq.size(-2), ctx.chunk):
-            rows = slice(start, start + ctx.chunk)
-            hidden, _ = _additive_block(wq[..., rows, :], uk, v)  # (..., c, Tk, A)
+        for start in range(0, tq, ctx.chunk):
+            hidden = _tanh_sum(wq[..., start : start + ctx.chunk, :], uk, buffer)
+            rows = slice(start, start + hidden.size(-3))
             g = grad[..., rows, :].unsqueeze(-1)  # (..., c, Tk, 1)
-            grad_v += (g * hidden).flatten(0, -2).sum(0)
-            pre = g * v * (1 - hidden.square())  # (..., c, Tk, A)
-            grad_wq_rows.append(pre.sum(dim=-2))  # (..., c, A)
+            pre = scratch[..., : hidden.size(-3), :, :]
+            torch.mul(hidden, g, out=pre)
+            grad_v += pre.flatten(0, -2).sum(0)  # sum_ij g t
+            torch.mul(hidden, hidden, out=pre)
+            pre.neg_().add_(1).mul_(g).mul_(v)  # g v (1 - t^2)
+            grad_wq[..., rows, :] = pre.sum(dim=-2)
             grad_uk += pre.sum(dim=-3)
-        grad_wq = _sum_to(torch.cat(grad_wq_rows, dim=-2), wq.shape)
         return (
-            grad_wq if ctx.needs_input_grad[0] else None,
+            _sum_to(grad_wq, wq.shape) if ctx.needs_input_grad[0] else None,
             _sum_to(grad_uk, uk.shape) if ctx.needs_input_grad[1] else None,
             grad_v if ctx.needs_input_grad[2] else None,
             None,
