@@ -135,7 +135,8 @@ def train(
         lr_multiplier(config.schedule, warmup=config.warmup_steps, total=config.max_steps),
     )
     log = _MetricsLog(Path(run_dir) / "metrics.csv" if run_dir is not None else None)
-    bar = _progress_bar(config.max_steps, progress)
+    # With a time budget the step count is not known in advance: show rate and elapsed time.
+    bar = _progress_bar(None if config.max_minutes else config.max_steps, progress)
     best: dict[str, float] | None = None
     bad_evaluations, step, epoch = 0, 0, 0
     start = time.perf_counter()
@@ -186,7 +187,7 @@ def train(
                 optimiser.step()
                 schedule.step()
                 step += 1
-                window_loss += float(loss_sum)
+                window_loss += loss_sum.detach().item()
                 window_tokens += tokens
                 if bar is not None:
                     bar.update(1)
@@ -254,7 +255,7 @@ class _MetricsLog:
             writer.writerows(self.rows)
 
 
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int | None, enabled: bool):
     if not enabled:
         return None
     from tqdm.auto import tqdm
