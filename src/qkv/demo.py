@@ -10,8 +10,9 @@ so the alignment matrix of each score function can be checked by eye and by accu
 * ``Location`` ignores content (it sees only the query), so it can learn only where queries tend to
   point, which is the lesson of Luong et al. 2015's location-based score.
 
-It also times the fused multi-head path against the naive textbook implementation
-(``masked_fill(-1e10)``, full softmax), forward and backward, on one configuration.
+It also times the fused multi-head path against the naive textbook implementation (the full
+``(B, H, T, S)`` energy matrix, ``masked_fill``, softmax), forward and backward, on one
+configuration.
 """
 
 from __future__ import annotations
@@ -107,9 +108,13 @@ def score_alignments(
 
 
 def _naive_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor) -> Tensor:
-    """The textbook version this library replaces (kept only as the demo's point of comparison)."""
+    """The textbook version this library replaces (kept only as the demo's point of comparison).
+
+    Its cost is the whole ``(B, H, T, S)`` matrix; the fill is the dtype's minimum rather than the
+    textbook's ``-1e10`` so that even this baseline cannot overflow in low precision.
+    """
     energies = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S)
-    energies = energies.masked_fill(~keep, -1e10)
+    energies = energies.masked_fill(~keep, torch.finfo(energies.dtype).min)
     return energies.softmax(dim=-1) @ v  # (B, H, T, Dh)
 
 
