@@ -55,7 +55,9 @@ def run_length_study(
         config = dataclasses.replace(
             config,
             out_dir=str(Path(runs_dir) / config.name),
-            train=dataclasses.replace(config.train, max_minutes=minutes, max_steps=10**9),
+            train=dataclasses.replace(
+                config.train, max_minutes=minutes, max_steps=10**9, snapshot_minutes=()
+            ),
         )
         rows.append(_train_and_score(config, beam_size, progress))
         if on_model is not None:
@@ -92,7 +94,12 @@ def machine_description() -> str:
 
 
 def write_report(
-    rows: Sequence[StudyRow], *, minutes: float, out_dir: str | Path, configs: Sequence[str]
+    rows: Sequence[StudyRow],
+    *,
+    minutes: float,
+    out_dir: str | Path,
+    configs: Sequence[str] = DEFAULT_CONFIGS,
+    command: str | None = None,
 ) -> Path:
     out = Path(out_dir)
     plot = plot_bleu_by_length(
@@ -106,10 +113,13 @@ def write_report(
     lines = [
         "# Length study: does the fixed-context model fall behind on long sentences?",
         "",
-        f"Each model trained for {minutes:g} minutes on {machine_description()} "
+        f"Each model trained for {minutes:g} minutes (of CPU time for presets with "
+        f"`train.clock: cpu`) on {machine_description()} "
         f"({time.strftime('%Y-%m-%d')}), then was scored on the held-out test chapters "
         "with sacrebleu.",
-        f"Command: `qkv study length --minutes {minutes:g} --configs {' '.join(configs)}`",
+        "Command: `"
+        + (command or f"qkv study length --minutes {minutes:g} --configs {' '.join(configs)}")
+        + "`",
         "",
         "| model | family | params | steps | BLEU | chrF | " + " | ".join(labels) + " |",
         "|---|---|---|---|---|---|" + "---|" * len(labels),

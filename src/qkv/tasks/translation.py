@@ -8,6 +8,8 @@ A trained model directory is self-contained:
     target_tokenizer.json
     metrics.csv             training curve and validation scores
     results.json            test scores written by ``evaluate``
+    snapshots/10min/ ...    with ``train.snapshot_minutes``: the weights as they were when the
+                            budget clock passed each mark, each a model directory of its own
 """
 
 from __future__ import annotations
@@ -104,12 +106,9 @@ def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTr
     model_config = build_config(config.family, model_values)
     model = build_model(config.family, model_config)
     out = Path(config.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     saved = config.to_dict()
     saved["model"] = {"family": config.family, **config_to_dict(model_config)}
-    atomic_write_json(out / CONFIG_FILE, saved)
-    src_tok.save(out / SOURCE_TOKENIZER)
-    tgt_tok.save(out / TARGET_TOKENIZER)
+    _write_model_files(out, saved, src_tok, tgt_tok)
 
     loss_fn = _loss(config.train.label_smoothing)
     translator = Translator(model, src_tok, tgt_tok, config.decode)
@@ -134,6 +133,13 @@ def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTr
             epoch=epoch,
         )
 
+    def snapshot(minutes: float, step: int) -> None:
+        directory = snapshot_dir(out, minutes)
+        _write_model_files(
+            directory, {**saved, "snapshot": {"minutes": minutes, "step": step}}, src_tok, tgt_tok
+        )
+        save_weights(model, directory / WEIGHTS_FILE)
+
     metric = "valid_bleu" if config.data.valid_bleu_sentences else "valid_loss"
     result = train(
         model,
@@ -144,11 +150,26 @@ def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTr
         metric=metric,
         higher_is_better=metric == "valid_bleu",
         on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
+        on_snapshot=snapshot,
         run_dir=out,
         progress=progress,
     )
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     return TrainedTranslation(out, result, parameters)
+
+
+def snapshot_dir(model_dir: str | Path, minutes: float) -> Path:
+    """Where the snapshot taken at ``minutes`` on the budget clock lives: ``snapshots/10min``."""
+    return Path(model_dir) / "snapshots" / f"{minutes:g}min"
+
+
+def _write_model_files(
+    directory: Path, config: dict[str, Any], src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer
+) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(directory / CONFIG_FILE, config)
+    src_tok.save(directory / SOURCE_TOKENIZER)
+    tgt_tok.save(directory / TARGET_TOKENIZER)
 
 
 class Translator:
@@ -255,11 +276,15 @@ class Translator:
 
 
 def load_model_run_config(model_dir: str | Path) -> RunConfig:
-    raw = read_json(Path(model_dir) / CONFIG_FILE)
+    path = Path(model_dir) / CONFIG_FILE
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} must hold a JSON object, got {type(raw).__name__}")
+    raw = {k: v for k, v in raw.items() if k != "snapshot"}  # the mark of a snapshot directory
     try:
         return run_config_from_dict(raw)
     except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{Path(model_dir) / CONFIG_FILE}: {error}") from None
+        raise CheckpointError(f"{path}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -324,5 +349,6 @@ __all__ = [
     "Translation",
     "Translator",
     "evaluate_translation",
+    "snapshot_dir",
     "train_translation",
 ]

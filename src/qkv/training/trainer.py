@@ -25,6 +25,10 @@ from qkv.training.schedules import SCHEDULES, lr_multiplier
 
 logger = logging.getLogger(__name__)
 
+# Budget clocks: wall time, or the CPU time of this process summed over its threads (a budget
+# that other jobs on the machine cannot eat into; with one thread it equals single-core time).
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -32,6 +36,8 @@ class TrainConfig:
 
     max_steps: int = 100_000
     max_minutes: float | None = None
+    clock: str = "wall"  # what max_minutes and snapshot_minutes count: "wall" or "cpu" time
+    snapshot_minutes: tuple[float, ...] = ()  # hand the weights to on_snapshot at these marks
     batch_tokens: int = 4096
     lr: float = 7e-4
     schedule: str = "inverse_sqrt"
@@ -69,16 +75,23 @@ class TrainConfig:
             raise ValueError(f"train.clip_norm must be positive or null, got {self.clip_norm}")
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"train.patience must be >= 1 or null, got {self.patience}")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"train.clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
+        marks = tuple(float(m) for m in self.snapshot_minutes)
+        if any(not math.isfinite(m) or m <= 0 for m in marks):
+            raise ValueError(f"train.snapshot_minutes must be positive, got {list(marks)}")
+        object.__setattr__(self, "snapshot_minutes", tuple(sorted(marks)))
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
 
 
 @dataclass
 class TrainResult:
     steps: int
-    seconds: float
+    seconds: float  # wall time
     stopped: str  # "max_steps" | "max_minutes" | "early_stopping" | "interrupted"
     best: dict[str, float] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    clock_seconds: float = 0.0  # the same span on the budget clock (config.clock)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -111,6 +124,7 @@ def train(
     metric: str = "valid_loss",
     higher_is_better: bool = False,
     on_best: Callable[[dict[str, float]], None] | None = None,
+    on_snapshot: Callable[[float, int], None] | None = None,
     run_dir: str | Path | None = None,
     progress: bool = False,
 ) -> TrainResult:
@@ -123,6 +137,8 @@ def train(
         evaluate: returns metrics including ``metric``; called every ``config.eval_every`` steps
             and at the end (in eval mode, without gradients).
         on_best: called with the metrics whenever ``metric`` improves (e.g. to save the model).
+        on_snapshot: called with ``(minutes, step)`` when the budget clock first passes each of
+            ``config.snapshot_minutes`` (e.g. to keep the weights after 10, 30 and 60 minutes).
         run_dir: where ``metrics.csv`` is written.
         progress: show a progress bar (for command-line use).
     """
@@ -139,10 +155,12 @@ def train(
     bar = _progress_bar(None if config.max_minutes else config.max_steps, progress)
     best: dict[str, float] | None = None
     bad_evaluations, step, epoch = 0, 0, 0
-    start = time.perf_counter()
-    window_loss, window_tokens, window_start = 0.0, 0, start
+    clock = CLOCKS[config.clock]
+    start, wall_start = clock(), time.perf_counter()
+    window_loss, window_tokens, window_start = 0.0, 0, wall_start
     stopped = "max_steps"
     deadline = None if config.max_minutes is None else start + 60 * config.max_minutes
+    pending_snapshots = list(config.snapshot_minutes)
 
     def run_evaluation() -> bool:
         """Evaluate, log, track the best; True when patience has run out."""
@@ -199,6 +217,7 @@ def train(
                         "lr": schedule.get_last_lr()[0],
                         "train_loss": window_loss / max(window_tokens, 1),
                         "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                        "minutes": (clock() - start) / 60,
                     }
                     log.write(row)
                     if bar is not None:
@@ -211,7 +230,12 @@ def train(
                 if step % config.eval_every == 0 and run_evaluation():
                     stopped = "early_stopping"
                     break
-                if deadline is not None and time.perf_counter() >= deadline:
+                elapsed = clock() - start
+                while pending_snapshots and elapsed >= 60 * pending_snapshots[0]:
+                    mark = pending_snapshots.pop(0)
+                    if on_snapshot is not None:
+                        on_snapshot(mark, step)
+                if deadline is not None and elapsed >= deadline - start:
                     stopped = "max_minutes"
                     break
                 if step >= config.max_steps:
@@ -226,7 +250,9 @@ def train(
             bar.close()
     if step % config.eval_every != 0 and stopped != "interrupted":
         run_evaluation()
-    return TrainResult(step, time.perf_counter() - start, stopped, best, log.rows)
+    return TrainResult(
+        step, time.perf_counter() - wall_start, stopped, best, log.rows, clock() - start
+    )
 
 
 class _MetricsLog:

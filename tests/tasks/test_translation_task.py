@@ -1,0 +1,92 @@
+"""The translation task in process (seconds, not minutes): a run directory is self-contained, and
+so is every snapshot the budget clock leaves behind."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from qkv.tasks.run_config import load_run_config
+from qkv.tasks.translation import (
+    Translator,
+    evaluate_translation,
+    load_model_run_config,
+    snapshot_dir,
+    train_translation,
+)
+from qkv.training import trainer
+from qkv.training.checkpoint import CheckpointError
+
+
+class FakeClock:
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def snapshotted_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    config = load_run_config(
+        "configs/tiny/reverse-transformer.yaml",
+        [
+            f"out_dir={out}",
+            "data.options.n_train=300",
+            "data.options.n_valid=20",
+            "data.options.n_test=20",
+            "data.valid_bleu_sentences=10",
+            "train.clock=cpu",
+            "train.max_minutes=1",
+            "train.snapshot_minutes=[0.25, 0.5, 1]",
+            "train.eval_every=5",
+            "train.patience=null",
+        ],
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(trainer.CLOCKS, "cpu", FakeClock(tick=3.0))  # 3 s of "CPU" per step
+        trained = train_translation(config)
+    return out, trained
+
+
+def test_budget_stops_the_run_and_leaves_one_snapshot_per_mark(snapshotted_run):
+    out, trained = snapshotted_run
+    assert trained.result.stopped == "max_minutes"
+    steps = []
+    for minutes in (0.25, 0.5, 1.0):
+        directory = snapshot_dir(out, minutes)
+        saved = json.loads((directory / "config.json").read_text())
+        assert saved["snapshot"]["minutes"] == minutes
+        steps.append(saved["snapshot"]["step"])
+    assert steps == [5, 10, 20] and trained.result.steps == 20
+    assert snapshot_dir(out, 0.25).name == "0.25min" and snapshot_dir(out, 1).name == "1min"
+
+
+def test_snapshots_hold_the_weights_of_their_moment(snapshotted_run):
+    out, _ = snapshotted_run
+    early = load_file(snapshot_dir(out, 0.25) / "model.safetensors")
+    late = load_file(snapshot_dir(out, 1) / "model.safetensors")
+    assert early.keys() == late.keys()
+    assert any(not torch.equal(early[k], late[k]) for k in early)
+
+
+def test_a_snapshot_is_a_model_directory_of_its_own(snapshotted_run):
+    out, _ = snapshotted_run
+    directory = snapshot_dir(out, 0.5)
+    translator = Translator.load(directory)
+    assert load_model_run_config(directory).family == "transformer"
+    (translation,) = translator.translate(["a b c"], beam_size=2)
+    assert isinstance(translation.text, str)
+    report = evaluate_translation(directory, beam_size=1)
+    results = json.loads((directory / "results.json").read_text())
+    assert results["test"]["sentences"] == report.scores.sentences == 20
+    assert not (out / "results.json").exists()  # the run's own directory is left alone
+
+
+def test_a_config_that_is_not_an_object_is_a_checkpoint_error(tmp_path):
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(CheckpointError, match="JSON object"):
+        load_model_run_config(tmp_path)
