@@ -94,7 +94,19 @@ def load_run_config_of(model_dir: Path):
 def evaluate_all(models: list[str], runs: Path, jobs: int, force: bool) -> None:
     todo = [d for m in models for d in snapshots(runs / m) if force or "test" not in _results(d)]
     commands = [
-        [sys.executable, "-m", "qkv", "evaluate", "--model", str(d), "--split", "test"]
+        [
+            sys.executable,
+            "-m",
+            "qkv",
+            "evaluate",
+            "--model",
+            str(d),
+            "--split",
+            "test",
+            "--quiet",
+            "--batch-size",
+            "128",
+        ]
         for d in todo
     ]
     run_jobs(commands, [d / "evaluate.log" for d in todo], jobs)

@@ -224,3 +224,37 @@ def test_mask_polarity_true_means_attend(need_weights):
     assert out.context.item() == pytest.approx(10.0)
     if need_weights:
         assert out.weights.tolist() == [[[1.0, 0.0]]]
+
+
+@pytest.mark.parametrize("make_score", [lambda: Additive(6, 6, 4), lambda: General(6), Dot])
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("heads", [None, (4, 2)])
+def test_prepared_keys_give_what_the_raw_keys_give(make_score, need_weights, heads) -> None:
+    torch.manual_seed(0)
+    score = make_score()
+    lead = (3,) if heads is None else (3, heads[0])
+    kv_lead = (3,) if heads is None else (3, heads[1])  # grouped: 2 key/value heads for 4
+    query, key = torch.randn(*lead, 2, 6), torch.randn(*kv_lead, 5, 6)
+    value = torch.randn(*kv_lead, 5, 7)
+    keep = padding_mask(torch.tensor([5, 2, 1]))  # (B, 1, 1, Tk)
+    keep = keep[:, 0] if heads is None else keep
+    expected = attend(query, key, value, score=score, mask=keep, need_weights=True)
+    got = attend(
+        query,
+        key,
+        value,
+        score=score,
+        mask=keep,
+        need_weights=need_weights,
+        prepared_key=score.prepare(key),
+    )
+    torch.testing.assert_close(got.context, expected.context, atol=1e-6, rtol=0)
+    if need_weights:
+        torch.testing.assert_close(got.weights, expected.weights, atol=1e-6, rtol=0)
+
+
+def test_prepared_keys_must_match_the_keys() -> None:
+    score = Additive(6, 6, 4)
+    query, key, value = torch.randn(2, 3, 6), torch.randn(2, 5, 6), torch.randn(2, 5, 6)
+    with pytest.raises(ValueError, match=r"prepared_key \(2, 4, 4\) must agree with key"):
+        attend(query, key, value, score=score, prepared_key=score.prepare(key[:, :4]))

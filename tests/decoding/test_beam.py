@@ -241,6 +241,36 @@ def test_batch_of_n_equals_n_batches_of_one(seed):
     assert model.rows_stepped == single_rows
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("search_fn", ["beam", "greedy"])
+def test_per_sentence_max_len_equals_each_sentence_alone_with_its_limit(seed, search_fn):
+    # A limit per sentence, so a sentence's output never depends on its batch-mates' lengths.
+    next_probs = random_table(seed)
+    table_ids, src_lengths, limits = [40, 41, 42, 43], [3, 6, 4, 5], [1, 5, 2, 7]
+    src, lengths = source(table_ids, src_lengths)
+
+    def run(src, lengths, max_len):
+        model = ScriptedModel(next_probs)
+        if search_fn == "greedy":
+            return [[h] for h in greedy_search(model, src, lengths, max_len=max_len)]
+        return beam_search(model, src, lengths, beam_size=3, n_best=2, max_len=max_len)
+
+    batch = run(src, lengths, torch.tensor(limits))
+    for b, hyps in enumerate(batch):
+        (single,) = run(src[b : b + 1], lengths[b : b + 1], limits[b])
+        assert [(h.tokens, h.score) for h in single] == [(h.tokens, h.score) for h in hyps]
+        assert all(len(h.tokens) <= limits[b] for h in hyps)
+    assert max(len(h.tokens) for hyps in batch for h in hyps) > min(limits)
+
+
+def test_per_sentence_max_len_must_have_one_limit_per_sentence():
+    src, lengths = source([40, 41], [3, 4])
+    with pytest.raises(ValueError, match=r"one per sentence \(2,\), got shape \(3,\)"):
+        beam_search(ScriptedModel(TRAP), src, lengths, beam_size=2, max_len=[3, 3, 3])
+    with pytest.raises(ValueError, match=r"min_len=2, max_len=\[3, 1\]"):
+        greedy_search(ScriptedModel(TRAP), src, lengths, max_len=[3, 1], min_len=2)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_attention_rows_follow_each_hypothesis_through_reorders(seed):
     next_probs = random_table(seed, eos_growth=0.2)

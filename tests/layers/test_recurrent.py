@@ -8,13 +8,12 @@ import pytest
 import torch
 from torch import nn
 
-from qkv.attention import Additive, Dot, General, attend, padding_mask
+from qkv.attention import Dot, General, padding_mask
 from qkv.layers.recurrent import (
     EncoderOutput,
     FixedContextDecoder,
     LuongDecoder,
     Maxout,
-    PreparedScore,
     RecurrentEncoder,
     RecurrentState,
 )
@@ -83,30 +82,6 @@ def test_encoder_ignores_padding_tokens_and_extra_padding() -> None:
 def test_encoder_rejects_unknown_cell() -> None:
     with pytest.raises(ValueError, match="'rnn'"):
         RecurrentEncoder(11, 4, 5, cell="rnn")
-
-
-@pytest.mark.parametrize("make_score", [lambda: Additive(6, 6, 4), lambda: General(6), Dot])
-@pytest.mark.parametrize("need_weights", [False, True])
-def test_prepared_score_equals_the_score_on_raw_keys(make_score, need_weights: bool) -> None:
-    torch.manual_seed(0)
-    score = make_score()
-    query, key = torch.randn(3, 2, 6), torch.randn(3, 5, 6)  # (B, Tq, D), (B, Tk, D)
-    value = torch.randn(3, 5, 7)
-    keep = padding_mask(torch.tensor([5, 2, 1]))[:, 0]  # (B, 1, Tk)
-    expected = attend(query, key, value, score=score, mask=keep, need_weights=True)
-    got = attend(
-        query,
-        score.prepare(key),
-        value,
-        score=PreparedScore(score),
-        mask=keep,
-        need_weights=need_weights,
-    )
-    torch.testing.assert_close(got.context, expected.context, atol=1e-6, rtol=0)
-    if need_weights:
-        torch.testing.assert_close(got.weights, expected.weights, atol=1e-6, rtol=0)
-    dot = PreparedScore(score).as_dot_product(query, key)
-    assert (dot is None) == isinstance(score, Additive)  # U k is not a dot product of raw keys
 
 
 def test_maxout_takes_the_max_of_each_pool() -> None:

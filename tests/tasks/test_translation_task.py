@@ -90,3 +90,14 @@ def test_a_config_that_is_not_an_object_is_a_checkpoint_error(tmp_path):
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(CheckpointError, match="JSON object"):
         load_model_run_config(tmp_path)
+
+
+def test_batch_size_never_changes_a_translation(snapshotted_run):
+    out, _ = snapshotted_run
+    translator = Translator.load(out)
+    texts = ["a b c d e", "f", "g h i", "j a", "b c d e f g h"]
+    one = [t.text for t in translator.translate(texts, beam_size=3, batch_size=1)]
+    many = [t.text for t in translator.translate(texts, beam_size=3, batch_size=4, progress=True)]
+    assert one == many
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        translator.translate(texts, batch_size=0)

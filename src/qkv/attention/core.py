@@ -62,6 +62,7 @@ def attend(
     dropout_p: float = 0.0,
     training: bool = True,
     need_weights: bool = False,
+    prepared_key: Tensor | None = None,
 ) -> AttentionOutput:
     """Attend from ``query`` to ``key``/``value``.
 
@@ -79,6 +80,9 @@ def attend(
         dropout_p: dropout on the attention weights, applied only when ``training`` is true.
         training: whether dropout is active; modules pass ``self.training``.
         need_weights: also return the ``(B, [H,] Tq, Tk)`` weights (takes the chunked path).
+        prepared_key: ``score.prepare(key)``, ``(B, [Hkv,] Tk, *)``, from a caller that scores the
+            same keys many times (a recurrent decoder at every step); skips the per-call
+            ``prepare``. ``key`` is still needed: a dot-product score uses it directly.
 
     Returns:
         :class:`AttentionOutput` with ``context`` of shape ``(B, [H,] Tq, Dv)``.
@@ -95,6 +99,11 @@ def attend(
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
 
     shape = _check_inputs(query, key, value)  # (B, [H,] Tq, Tk)
+    if prepared_key is not None and prepared_key.shape[:-1] != key.shape[:-1]:
+        raise ValueError(
+            f"prepared_key {tuple(prepared_key.shape)} must agree with key "
+            f"{tuple(key.shape)} in batch, heads and length"
+        )
     for name, tensor in (("mask", mask), ("bias", bias)):
         if tensor is not None:
             check_mask(tensor, shape, name)
@@ -102,6 +111,7 @@ def attend(
     if unbatched_heads:  # (B, T, D) -> (B, 1, T, D): one code path for both layouts
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         mask, bias = _add_head_dim(mask), _add_head_dim(bias)
+        prepared_key = None if prepared_key is None else prepared_key.unsqueeze(1)
     dropout_p = dropout_p if training else 0.0
 
     dot = None if need_weights else score.as_dot_product(query, key)
@@ -111,7 +121,10 @@ def attend(
     else:
         if is_causal:
             mask = combine_masks(mask, causal_mask(shape[-2], shape[-1], device=query.device))
-        context, weights = _chunked(query, key, value, score, mask, bias, dropout_p, need_weights)
+        prepared = score.prepare(key) if prepared_key is None else prepared_key
+        context, weights = _chunked(
+            query, prepared, value, score, mask, bias, dropout_p, need_weights
+        )
     if unbatched_heads:
         context = context.squeeze(1)
         weights = None if weights is None else weights.squeeze(1)
@@ -218,7 +231,7 @@ def _fused(
 
 def _chunked(
     query: Tensor,
-    key: Tensor,
+    prepared: Tensor,
     value: Tensor,
     score: Score,
     keep: Tensor | None,
@@ -226,16 +239,19 @@ def _chunked(
     dropout_p: float,
     need_weights: bool,
 ) -> tuple[Tensor, Tensor | None]:
-    """Any score, queries in chunks; peak temporaries bounded by :data:`CHUNK_ELEMENTS`."""
+    """Any score, queries in chunks; peak temporaries bounded by :data:`CHUNK_ELEMENTS`.
+
+    ``prepared`` is ``score.prepare(key)`` (e.g. Additive's ``U k``), computed once for every
+    chunk: ``(B, Hkv, Tk, *)``.
+    """
     b, h, tq, _ = query.shape
-    groups = h // key.size(1)
+    groups = h // prepared.size(1)
     if groups > 1:  # grouped-query attention: share each key/value head among `groups` heads
-        key = key.repeat_interleave(groups, dim=1)  # (B, H, Tk, Dk)
+        prepared = prepared.repeat_interleave(groups, dim=1)  # (B, H, Tk, *)
         value = value.repeat_interleave(groups, dim=1)  # (B, H, Tk, Dv)
-    tk = key.size(-2)
+    tk = prepared.size(-2)
     keep = None if keep is None else as_4d(keep)
     bias = None if bias is None else as_4d(bias)
-    prepared = score.prepare(key)  # e.g. Additive's U k, computed once for every chunk
     chunk = max(1, CHUNK_ELEMENTS // (b * h * tk))
     contexts, weights = [], []
     for start in range(0, tq, chunk):

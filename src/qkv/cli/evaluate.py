@@ -17,6 +17,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
     parser.add_argument("--examples", type=int, default=5, help="example translations to show")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="sentences per batch (default: the model's)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
 
@@ -26,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
     report = evaluate_translation(
-        args.model, split=args.split, limit=args.limit, beam_size=args.beam
+        args.model,
+        split=args.split,
+        limit=args.limit,
+        beam_size=args.beam,
+        batch_size=args.batch_size,
+        progress=not args.quiet,
     )
     s = report.scores
     print(f"{report.split}: {s.sentences} sentences, beam {report.beam_size}")

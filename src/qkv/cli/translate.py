@@ -19,6 +19,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("text", nargs="*", help="sentences to translate (default: stdin)")
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="sentences per batch (default: the model's)"
+    )
+    parser.add_argument(
+        "--progress", action="store_true", help="show sentences done and their rate on stderr"
+    )
     parser.set_defaults(run=run)
 
 
@@ -38,7 +44,20 @@ def run(args: argparse.Namespace) -> int:
 
     translator = Translator.load(args.model)
     chunks = [args.text] if args.text else _chunks(iter(sys.stdin))
-    for chunk in chunks:
-        for translation in translator.translate(chunk, beam_size=args.beam):
-            print(translation.text, flush=True)
+    bar = None
+    if args.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(args.text) or None, desc="translate", unit="sent", dynamic_ncols=True)
+    try:
+        for chunk in chunks:
+            for translation in translator.translate(
+                chunk, beam_size=args.beam, batch_size=args.batch_size
+            ):
+                print(translation.text, flush=True)
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
     return 0

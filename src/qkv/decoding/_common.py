@@ -5,6 +5,8 @@ Length convention of both searches (``tokens`` excludes BOS and the final EOS):
 * ``min_len <= len(tokens)``: EOS is forbidden at steps ``0 .. min_len - 1``;
 * ``len(tokens) <= max_len``: at step ``max_len`` every token but EOS is forbidden, so a
   hypothesis still running is finished with the model's own EOS log-probability (a forced EOS).
+  ``max_len`` is one number, or one per sentence (``(B,)``), so that a sentence's output never
+  depends on the other sentences of its batch.
 
 A forbidden token gets log-probability ``-inf``; the others keep the model's log-probabilities
 (they are not renormalised), so every score is the model's log-probability of the output.
@@ -21,8 +23,21 @@ from qkv.decoding.protocol import StepModel
 from qkv.models.outputs import StepOutput
 
 
-def check_lengths(src: Tensor, src_lengths: Tensor, *, max_len: int, min_len: int) -> None:
-    """Raise ``ValueError`` naming the offending values."""
+def sentence_limits(max_len: int | Tensor | list[int], batch: int, device: torch.device) -> Tensor:
+    """``max_len`` as one limit per sentence: ``(B,)`` long."""
+    limits = torch.as_tensor(max_len, dtype=torch.long, device=device)
+    if limits.dim() == 0:
+        return limits.expand(batch).clone()
+    if limits.shape != (batch,):
+        raise ValueError(
+            f"max_len must be one number or one per sentence ({batch},), got shape "
+            f"{tuple(limits.shape)}"
+        )
+    return limits
+
+
+def check_lengths(src: Tensor, src_lengths: Tensor, *, max_len: int | Tensor, min_len: int) -> None:
+    """Raise ``ValueError`` naming the offending values (``max_len``: a number or ``(B,)``)."""
     if src.dim() != 2:
         raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
     if src_lengths.shape != (src.size(0),):
@@ -30,11 +45,13 @@ def check_lengths(src: Tensor, src_lengths: Tensor, *, max_len: int, min_len: in
             f"src_lengths must be (B,) = ({src.size(0)},) for src of shape {tuple(src.shape)}, "
             f"got shape {tuple(src_lengths.shape)}"
         )
-    if max_len < 0:
-        raise ValueError(f"max_len must be >= 0, got max_len={max_len}")
-    if not 0 <= min_len <= max_len:
+    limits = sentence_limits(max_len, src.size(0), src.device)
+    shown = max_len if isinstance(max_len, int) else limits.tolist()
+    if limits.numel() and int(limits.min()) < 0:
+        raise ValueError(f"max_len must be >= 0, got max_len={shown}")
+    if min_len < 0 or (limits.numel() and min_len > int(limits.min())):
         raise ValueError(
-            f"min_len must be between 0 and max_len, got min_len={min_len}, max_len={max_len}"
+            f"min_len must be between 0 and max_len, got min_len={min_len}, max_len={shown}"
         )
 
 
@@ -45,10 +62,12 @@ def checked_step(
     *,
     step: int,
     min_len: int,
-    max_len: int,
+    max_len: Tensor,
     eos_id: int,
 ) -> tuple[StepOutput, Tensor]:
     """Run ``model.step`` and return its output and the constrained log-probabilities.
+
+    ``max_len`` is ``(N,)``: the limit of each row's sentence.
 
     Returns:
         ``(out, log_probs)``: ``log_probs (N, V)`` in float64 (sums of many terms stay exact to
@@ -75,10 +94,11 @@ def checked_step(
         log_probs = log_probs.index_fill(
             1, torch.tensor([eos_id], device=log_probs.device), -math.inf
         )
-    if step >= max_len:
+    at_limit = max_len <= step  # (N,)
+    if bool(at_limit.any()):
         only_eos = torch.ones(vocab, dtype=torch.bool, device=log_probs.device)
         only_eos[eos_id] = False
-        log_probs = log_probs.masked_fill(only_eos, -math.inf)
+        log_probs = log_probs.masked_fill(at_limit[:, None] & only_eos, -math.inf)  # (N, V)
     return out, log_probs
 
 

@@ -37,7 +37,13 @@ import math
 import torch
 from torch import Tensor
 
-from qkv.decoding._common import append_attention, check_lengths, checked_step, trimmed
+from qkv.decoding._common import (
+    append_attention,
+    check_lengths,
+    checked_step,
+    sentence_limits,
+    trimmed,
+)
 from qkv.decoding.hypothesis import Hypothesis
 from qkv.decoding.protocol import StepModel
 
@@ -80,7 +86,7 @@ def beam_search(
     src_lengths: Tensor,
     *,
     beam_size: int,
-    max_len: int,
+    max_len: int | Tensor | list[int],
     min_len: int = 0,
     length_penalty: float = 0.6,
     n_best: int = 1,
@@ -100,6 +106,7 @@ def beam_search(
         beam_size: ``K``, live hypotheses kept per sentence.
         max_len: most tokens per output, EOS not counted; a hypothesis still running after
             ``max_len`` tokens gets a forced EOS (scored with the model's EOS log-probability).
+            One number, or one per sentence ``(B,)``.
         min_len: fewest tokens per output, EOS not counted (EOS is forbidden before).
         length_penalty: ``alpha`` of the GNMT penalty; ``0`` ranks by the sum of log-probs.
         n_best: hypotheses returned per sentence, ``1 <= n_best <= beam_size``.
@@ -127,6 +134,8 @@ def beam_search(
         return []
     device = src.device
     lengths = src_lengths.tolist()
+    limits = sentence_limits(max_len, batch, device)  # (B,)
+    limit_list = limits.tolist()
     pools = [_Pool(n_best) for _ in range(batch)]
 
     def penalty(n: int) -> float:
@@ -142,10 +151,11 @@ def beam_search(
     history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (n*K, t)
     attn_history: Tensor | None = None  # (n*K, t, S)
 
-    for step in range(max_len + 1):
+    for step in range(max(limit_list) + 1):
         n = len(active)
+        row_limits = limits[torch.tensor(active, device=device)].repeat_interleave(k)  # (n*K,)
         out, log_probs = checked_step(
-            model, tokens, state, step=step, min_len=min_len, max_len=max_len, eos_id=eos_id
+            model, tokens, state, step=step, min_len=min_len, max_len=row_limits, eos_id=eos_id
         )  # log_probs (n*K, V)
         vocab = log_probs.size(1)
         attn_history = append_attention(attn_history, out.attention, step)  # (n*K, t+1, S)
@@ -184,12 +194,11 @@ def beam_search(
         tokens = top_tokens.gather(1, pick).masked_fill(~torch.isfinite(live), pad_id)
 
         # A sentence is done when nothing live can still enter (or improve) its pool.
-        best_penalty = max(penalty(n_generated + 1), penalty(max_len + 1))
-        bound = (live.max(dim=1).values / best_penalty).tolist()  # (n,)
-        done = [
-            not math.isfinite(b) or (pools[s].full and b <= pools[s].worst)
-            for s, b in zip(active, bound, strict=True)
-        ]
+        best_live = live.max(dim=1).values.tolist()  # (n,)
+        done = []
+        for s, best in zip(active, best_live, strict=True):
+            bound = best / max(penalty(n_generated + 1), penalty(limit_list[s] + 1))
+            done.append(not math.isfinite(bound) or (pools[s].full and bound <= pools[s].worst))
         if all(done):
             break
         keep = torch.tensor([i for i, d in enumerate(done) if not d], device=device)  # (n',)

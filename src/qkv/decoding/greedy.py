@@ -13,7 +13,13 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from qkv.decoding._common import append_attention, check_lengths, checked_step, trimmed
+from qkv.decoding._common import (
+    append_attention,
+    check_lengths,
+    checked_step,
+    sentence_limits,
+    trimmed,
+)
 from qkv.decoding.hypothesis import Hypothesis
 from qkv.decoding.protocol import StepModel
 
@@ -24,7 +30,7 @@ def greedy_search(
     src: Tensor,
     src_lengths: Tensor,
     *,
-    max_len: int,
+    max_len: int | Tensor | list[int],
     min_len: int = 0,
     bos_id: int = 1,
     eos_id: int = 2,
@@ -39,6 +45,7 @@ def greedy_search(
         src_lengths: ``(B,)`` true source lengths.
         max_len: most tokens per output, EOS not counted; a sentence still running after
             ``max_len`` tokens gets a forced EOS (scored with the model's EOS log-probability).
+            One number, or one per sentence ``(B,)``.
         min_len: fewest tokens per output, EOS not counted (EOS is forbidden before).
         bos_id: the token fed at the first step.
         eos_id: the token that ends a sentence.
@@ -53,6 +60,7 @@ def greedy_search(
         return []
     device = src.device
     lengths = src_lengths.tolist()
+    limits = sentence_limits(max_len, batch, device)  # (B,)
     state = model.init_state(model.encode(src, src_lengths))
 
     # Rows still decoding; row i is sentence active[i].
@@ -63,9 +71,9 @@ def greedy_search(
     log_prob = torch.zeros(batch, dtype=torch.float64, device=device)  # (N,)
     results: list[Hypothesis | None] = [None] * batch
 
-    for step in range(max_len + 1):
+    for step in range(int(limits.max()) + 1):
         out, log_probs = checked_step(
-            model, tokens, state, step=step, min_len=min_len, max_len=max_len, eos_id=eos_id
+            model, tokens, state, step=step, min_len=min_len, max_len=limits[active], eos_id=eos_id
         )  # log_probs (N, V)
         tokens = log_probs.argmax(dim=-1)  # (N,) the first maximum: lowest id on ties
         log_prob = log_prob + log_probs.gather(1, tokens[:, None]).squeeze(1)

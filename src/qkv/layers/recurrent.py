@@ -38,7 +38,6 @@ __all__ = [
     "FixedContextDecoder",
     "LuongDecoder",
     "Maxout",
-    "PreparedScore",
     "RecurrentDecoder",
     "RecurrentEncoder",
     "RecurrentState",
@@ -140,7 +139,8 @@ class RecurrentState:
         hidden: ``(B, L, Ds)`` decoder state per layer (``s_{t-1}``).
         cell: ``(B, L, Ds)`` LSTM cell state; ``None`` for a GRU.
         memory: ``(B, S, 2He)`` encoder states, the attention's values.
-        keys: ``(B, S, *)`` ``score.prepare(memory)`` (Bahdanau's ``U h``), once per sentence.
+        keys: ``(B, S, *)`` ``score.prepare(memory)`` (Bahdanau's ``U h``), once per sentence and
+            passed to :func:`attend` as ``prepared_key`` at every step.
         keep: ``(B, 1, S)`` padding keep-mask.
         context: ``(B, 2He)`` Cho et al.'s fixed context ``c``.
         feed: ``(B, Ds)`` Luong's ``h~_{t-1}`` (input feeding).
@@ -161,28 +161,6 @@ class RecurrentState:
             for f in fields(self)
         }
         return RecurrentState(**rows)
-
-
-class PreparedScore(Score):
-    """A score whose keys were prepared once: ``attend(q, prepared, values, score=...)``.
-
-    :func:`attend` calls ``score.prepare(key)``; a decoder that scores the same keys at every step
-    stores ``inner.prepare(memory)`` in its state and wraps the score in this view, whose
-    ``prepare`` is the identity. Holds no state of its own; build it per call.
-    """
-
-    def __init__(self, inner: Score) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def energies(self, query: Tensor, prepared: Tensor) -> Tensor:
-        return self.inner.energies(query, prepared)  # (..., Tq, Tk)
-
-    def as_dot_product(self, query: Tensor, key: Tensor) -> tuple[Tensor, Tensor, float] | None:
-        # Valid only when the inner prepare() is the identity (Dot, ScaledDot, General).
-        if type(self.inner).prepare is not Score.prepare:
-            return None
-        return self.inner.as_dot_product(query, key)
 
 
 class Maxout(nn.Module):
@@ -208,6 +186,8 @@ class RecurrentDecoder(nn.Module):
     ``W_cell`` of the encoder's final cells.
 
     Subclasses implement :meth:`step`; :meth:`forward` runs it over a teacher-forced sequence.
+    Attention decoders set :attr:`score`: :meth:`init_state` then prepares the keys once per
+    sentence and :meth:`_attend` scores them from a query at each step.
 
     Args:
         cell: ``"gru"`` or ``"lstm"``.
@@ -233,6 +213,7 @@ class RecurrentDecoder(nn.Module):
         self.bridge_cell = nn.Linear(memory_dim, hidden_dim) if cell == "lstm" else None
         self.hidden_dim = hidden_dim
         self.output_dim = hidden_dim
+        self.score: Score | None = None
 
     def init_state(self, encoded: EncoderOutput) -> RecurrentState:
         if encoded.final.size(1) != self.rnn.num_layers:
@@ -246,7 +227,33 @@ class RecurrentDecoder(nn.Module):
             if encoded.final_cell is None:
                 raise ValueError("an LSTM decoder needs an LSTM encoder (final_cell is None)")
             cell = self.bridge_cell(encoded.final_cell)  # (B, L, Ds)
-        return RecurrentState(hidden=hidden, cell=cell)
+        if self.score is None:
+            return RecurrentState(hidden=hidden, cell=cell)
+        return RecurrentState(
+            hidden=hidden,
+            cell=cell,
+            memory=encoded.memory,
+            keys=self.score.prepare(encoded.memory),  # (B, S, *), e.g. Bahdanau's U h
+            keep=encoded.keep,
+        )
+
+    def _attend(
+        self, query: Tensor, state: RecurrentState, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Score ``query (B, 1, Ds)`` against the prepared keys: context ``(B, 2He)`` and
+        weights ``(B, S)`` (``None`` unless ``need_weights``)."""
+        att = attend(
+            query,
+            state.memory,
+            state.memory,
+            score=self.score,
+            mask=state.keep,
+            training=self.training,
+            need_weights=need_weights,
+            prepared_key=state.keys,
+        )
+        weights = None if att.weights is None else att.weights.squeeze(1)  # (B, S)
+        return att.context.squeeze(1), weights  # (B, 1, 2He) -> (B, 2He)
 
     def step(
         self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
@@ -359,31 +366,35 @@ class BahdanauDecoder(RecurrentDecoder):
         self.score = Additive(hidden_dim, memory_dim, hidden_dim) if score is None else score
         self.readout = Maxout(hidden_dim + memory_dim + embed_dim, hidden_dim)
 
-    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
-        keys = self.score.prepare(encoded.memory)  # (B, S, A)
-        return replace(
-            super().init_state(encoded), memory=encoded.memory, keys=keys, keep=encoded.keep
-        )
+    def _update(
+        self, emb: Tensor, state: RecurrentState, need_weights: bool
+    ) -> tuple[Tensor, Tensor, RecurrentState, Tensor | None]:
+        """Attend with ``s_{t-1}``, then ``s_t``: returns ``s_t (B, Ds)``, ``c_t (B, 2He)``,
+        the new state and the weights."""
+        context, weights = self._attend(state.hidden[:, -1:], state, need_weights)  # top layer
+        out, state = self._run_rnn(torch.cat([emb, context], dim=-1).unsqueeze(1), state)
+        return out.squeeze(1), context, state, weights  # (B, 1, Ds) -> (B, Ds)
 
     def step(
         self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
     ) -> tuple[Tensor, RecurrentState, Tensor | None]:
-        query = state.hidden[:, -1:]  # (B, 1, Ds): s_{t-1} of the top layer
-        att = attend(
-            query,
-            state.keys,
-            state.memory,
-            score=PreparedScore(self.score),
-            mask=state.keep,
-            training=self.training,
-            need_weights=need_weights,
-        )
-        context = att.context.squeeze(1)  # (B, 1, 2He) -> (B, 2He)
-        out, state = self._run_rnn(torch.cat([emb, context], dim=-1).unsqueeze(1), state)
-        out = out.squeeze(1)  # (B, 1, Ds) -> (B, Ds)
-        features = self.readout(torch.cat([out, context, emb], dim=-1))  # (B, Ds)
-        weights = None if att.weights is None else att.weights.squeeze(1)  # (B, S)
-        return features, state, weights
+        out, context, state, weights = self._update(emb, state, need_weights)
+        return self.readout(torch.cat([out, context, emb], dim=-1)), state, weights  # (B, Ds)
+
+    def forward(
+        self, emb: Tensor, state: RecurrentState, *, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        # The recurrence needs s_t and c_t only; the readout runs once over the whole sequence.
+        outs, contexts, weights = [], [], []
+        for t in range(emb.size(1)):
+            out, context, state, w = self._update(emb[:, t], state, need_weights)
+            outs.append(out)
+            contexts.append(context)
+            weights.append(w)
+        features = self.readout(
+            torch.cat([torch.stack(outs, 1), torch.stack(contexts, 1), emb], dim=-1)
+        )  # (B, T, Ds)
+        return features, torch.stack(weights, 1) if need_weights else None  # (B, T, S)
 
 
 class LuongDecoder(RecurrentDecoder):
@@ -416,25 +427,14 @@ class LuongDecoder(RecurrentDecoder):
 
     def init_state(self, encoded: EncoderOutput) -> RecurrentState:
         state = super().init_state(encoded)
-        keys = self.score.prepare(encoded.memory)  # (B, S, *)
-        feed = state.hidden.new_zeros(state.hidden.size(0), self.hidden_dim)  # (B, Ds)
-        return replace(state, memory=encoded.memory, keys=keys, keep=encoded.keep, feed=feed)
+        feed = state.hidden.new_zeros(state.hidden.size(0), self.hidden_dim)  # (B, Ds): h~_0
+        return replace(state, feed=feed)
 
     def step(
         self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
     ) -> tuple[Tensor, RecurrentState, Tensor | None]:
         x = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + Ds)
         out, state = self._run_rnn(x, state)  # (B, 1, Ds): h_t
-        att = attend(
-            out,
-            state.keys,
-            state.memory,
-            score=PreparedScore(self.score),
-            mask=state.keep,
-            training=self.training,
-            need_weights=need_weights,
-        )
-        context = att.context.squeeze(1)  # (B, 1, 2He) -> (B, 2He)
+        context, weights = self._attend(out, state, need_weights)  # (B, 2He), (B, S)
         attentional = torch.tanh(self.combine(torch.cat([context, out.squeeze(1)], dim=-1)))
-        weights = None if att.weights is None else att.weights.squeeze(1)  # (B, S)
         return attentional, replace(state, feed=attentional), weights

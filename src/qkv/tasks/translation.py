@@ -207,25 +207,48 @@ class Translator:
             run.decode,
         )
 
-    def translate(self, texts: Sequence[str], *, beam_size: int | None = None) -> list[Translation]:
-        """Translate ``texts`` in batches (greedy when ``beam_size`` is 1)."""
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> list[Translation]:
+        """Translate ``texts`` in batches of similar length (greedy when ``beam_size`` is 1).
+
+        ``batch_size`` overrides the model's ``decode.batch_size`` (sentences per batch);
+        ``progress`` shows a bar with sentences per second on stderr.
+        """
         beam_size = self.decode.beam_size if beam_size is None else beam_size
+        batch_size = self.decode.batch_size if batch_size is None else batch_size
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         was_training = self.model.training
         self.model.eval()
         encoded = [[*self.source_tokenizer.encode(text), EOS_ID] for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         results: list[Translation | None] = [None] * len(texts)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(texts), desc="translate", unit="sent", dynamic_ncols=True)
         try:
-            for start in range(0, len(order), self.decode.batch_size):
-                rows = order[start : start + self.decode.batch_size]
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
                 for i, hyp in zip(
                     rows, self._decode([encoded[i] for i in rows], beam_size), strict=True
                 ):
                     results[i] = self._translation(texts[i], encoded[i], hyp)
+                if bar is not None:
+                    bar.update(len(rows))
         finally:
             self.model.train(was_training)
+            if bar is not None:
+                bar.close()
         return results  # type: ignore[return-value]
 
     def cross_attention(
@@ -249,7 +272,8 @@ class Translator:
         src = torch.full((len(sources), int(lengths.max())), PAD_ID, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = torch.tensor(ids)
-        max_len = self.decode.max_len(int(lengths.max()))
+        # Each sentence's own limit: its output never depends on the rest of its batch.
+        max_len = [self.decode.max_len(len(s)) for s in sources]
         with torch.inference_mode():
             if beam_size == 1:
                 return greedy_search(self.model, src, lengths, max_len=max_len)
@@ -303,7 +327,9 @@ def evaluate_translation(
     split: str = "test",
     limit: int | None = None,
     beam_size: int | None = None,
+    batch_size: int | None = None,
     translator: Translator | None = None,
+    progress: bool = False,
 ) -> EvaluationReport:
     """BLEU, chrF and BLEU by source length on a split of the model's own corpus."""
     model_dir = Path(model_dir)
@@ -316,7 +342,10 @@ def evaluate_translation(
         raise ValueError(f"the {split} split of {run.data.corpus} is empty")
     translator = translator or Translator.load(model_dir)
     beam = run.decode.beam_size if beam_size is None else beam_size
-    hyps = [t.text for t in translator.translate([s for s, _ in pairs], beam_size=beam)]
+    translations = translator.translate(
+        [s for s, _ in pairs], beam_size=beam, batch_size=batch_size, progress=progress
+    )
+    hyps = [t.text for t in translations]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     report = EvaluationReport(
         split,
