@@ -22,7 +22,7 @@ DEMO_SENTENCE ?= The king said to his servants: Go into the city, and bring me b
 # The main job: train the default Transformer on English -> French for a bounded time, score it
 # on the held-out test chapters, show five translations, and draw an alignment heatmap.
 demo: $(STAMP)
-	$(VENV)/bin/qkv train configs/demo.yaml
+	$(VENV)/bin/qkv train configs/demo.yaml --overwrite
 	$(VENV)/bin/qkv evaluate --model runs/demo --examples 5
 	$(VENV)/bin/qkv plot-attention --model runs/demo "$(DEMO_SENTENCE)" -o runs/demo/alignment.png
 

@@ -72,6 +72,7 @@ def train_all(models: list[str], runs: Path, jobs: int) -> None:
             "--threads",
             "1",
             "--quiet",
+            "--overwrite",
             "--set",
             f"out_dir={runs / m}",
         ]

@@ -2,6 +2,7 @@
 decay groups, the metrics log, and that it actually optimises."""
 
 import csv
+import signal
 import time
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 from torch import nn
 
 from qkv.training import trainer as trainer_module
+from qkv.training.checkpoint import CheckpointError
 from qkv.training.trainer import CLOCKS, TrainConfig, parameter_groups, train
 
 
@@ -44,7 +46,7 @@ def test_it_optimises_a_linear_regression():
     with torch.no_grad():
         before = sum(float(loss_fn(model, b)[0]) for b in data)
     config = TrainConfig(max_steps=300, lr=0.05, schedule="constant", warmup_steps=0)
-    result = train(model, loss_fn=loss_fn, batches=lambda epoch: data, config=config)
+    result = train(model, loss_fn=loss_fn, batches=lambda epoch, start: data[start:], config=config)
     with torch.no_grad():
         after = sum(float(loss_fn(model, b)[0]) for b in data)
     assert result.steps == 300 and result.stopped == "max_steps"
@@ -63,7 +65,7 @@ def test_snapshots_fire_once_per_mark_in_order_and_the_budget_stops_the_run(monk
     result = train(
         nn.Linear(3, 1),
         loss_fn=loss_fn,
-        batches=lambda epoch: data,
+        batches=lambda epoch, start: data[start:],
         config=config,
         on_snapshot=lambda minutes, step: seen.append((minutes, step)),
     )
@@ -87,7 +89,7 @@ def test_early_stopping_after_patience_and_on_best_only_on_improvement(tmp_path)
     result = train(
         nn.Linear(3, 1),
         loss_fn=loss_fn,
-        batches=lambda epoch: data,
+        batches=lambda epoch, start: data[start:],
         config=config,
         evaluate=lambda: {"valid_loss": next(scores)},
         on_best=lambda metrics: best_calls.append(metrics["valid_loss"]),
@@ -137,4 +139,122 @@ def test_bad_settings_name_the_key(values, name):
 def test_empty_training_data_is_an_error():
     _, loss_fn = regression_problem()
     with pytest.raises(ValueError, match="no batch"):
-        train(nn.Linear(3, 1), loss_fn=loss_fn, batches=lambda epoch: [], config=TrainConfig())
+        train(
+            nn.Linear(3, 1), loss_fn=loss_fn, batches=lambda epoch, start: [], config=TrainConfig()
+        )
+
+
+def dropout_problem():
+    """A model whose steps consume random numbers (dropout), and 4 batches per epoch."""
+    torch.manual_seed(1)
+    data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(4)]
+
+    def make_model():
+        torch.manual_seed(2)  # the same initial weights in every run
+        return nn.Sequential(nn.Linear(3, 16), nn.Dropout(0.5), nn.Linear(16, 1))
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return ((model(x) - y) ** 2).sum(), torch.tensor(x.shape[0])
+
+    return make_model, data, loss_fn
+
+
+def run(tmp_path, max_steps, *, resume=False, make_model, data, loss_fn, **kwargs):
+    model = make_model()
+    config = TrainConfig(
+        max_steps=max_steps, lr=0.01, warmup_steps=3, checkpoint_every=3, log_every=1, **kwargs
+    )
+    result = train(
+        model,
+        loss_fn=loss_fn,
+        batches=lambda epoch, start: data[start:],
+        config=config,
+        run_dir=tmp_path,
+        resume=resume,
+    )
+    return model, result
+
+
+@pytest.mark.parametrize("stop_at", [5, 4, 3])  # mid-epoch; end of an epoch; on a checkpoint
+def test_resume_is_bit_exact(tmp_path, stop_at):
+    make_model, data, loss_fn = dropout_problem()
+    problem = dict(make_model=make_model, data=data, loss_fn=loss_fn)
+    reference, _ = run(tmp_path / "straight", 10, **problem)
+    # The interrupted run: it stops at `stop_at` (its final checkpoint), then resumes.
+    run(tmp_path / "stopped", stop_at, **problem)
+    resumed, result = run(tmp_path / "stopped", 10, resume=True, **problem)
+    assert result.steps == 10
+    for a, b in zip(reference.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with open(tmp_path / "stopped" / "metrics.csv", encoding="utf-8") as handle:
+        steps = [int(r["step"]) for r in csv.DictReader(handle)]
+    assert steps == list(range(1, 11))  # one row per step, none repeated or lost
+
+
+def test_resume_from_a_periodic_checkpoint_after_a_crash(tmp_path):
+    make_model, data, loss_fn = dropout_problem()
+    problem = dict(make_model=make_model, data=data, loss_fn=loss_fn)
+    reference, _ = run(tmp_path / "straight", 10, **problem)
+
+    def crashing(model, batch, calls=[0]):  # noqa: B006 - counts calls across steps
+        calls[0] += 1
+        if calls[0] == 8:
+            raise RuntimeError("simulated crash in step 8")
+        return loss_fn(model, batch)
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run(tmp_path / "crashed", 10, make_model=make_model, data=data, loss_fn=crashing)
+    assert (tmp_path / "crashed" / "checkpoints" / "step-000000006").is_dir()
+    resumed, _ = run(tmp_path / "crashed", 10, resume=True, **problem)
+    for a, b in zip(reference.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_sigint_finishes_the_step_checkpoints_and_resumes_exactly(tmp_path):
+    make_model, data, loss_fn = dropout_problem()
+    problem = dict(make_model=make_model, data=data, loss_fn=loss_fn)
+    reference, _ = run(tmp_path / "straight", 10, **problem)
+    calls = [0]
+
+    def interrupted(model, batch):
+        calls[0] += 1
+        if calls[0] == 5:
+            signal.raise_signal(signal.SIGINT)  # arrives in the middle of step 5
+        return loss_fn(model, batch)
+
+    model = make_model()
+    config = TrainConfig(max_steps=10, lr=0.01, warmup_steps=3, checkpoint_every=3)
+    result = train(
+        model,
+        loss_fn=interrupted,
+        batches=lambda epoch, start: data[start:],
+        config=config,
+        run_dir=tmp_path / "stopped",
+        handle_signals=True,
+    )
+    assert result.stopped == "interrupted" and result.signal == "SIGINT" and result.steps == 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    resumed, _ = run(tmp_path / "stopped", 10, resume=True, **problem)
+    for a, b in zip(reference.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
+    make_model, data, loss_fn = dropout_problem()
+    with pytest.raises(CheckpointError, match="nothing to resume"):
+        run(tmp_path, 10, resume=True, make_model=make_model, data=data, loss_fn=loss_fn)
+
+
+def test_a_checkpoint_for_another_model_is_a_clear_error(tmp_path):
+    make_model, data, loss_fn = dropout_problem()
+    run(tmp_path, 3, make_model=make_model, data=data, loss_fn=loss_fn)
+    with pytest.raises(CheckpointError, match=r"do not fit|do not match"):
+        run(
+            tmp_path,
+            6,
+            resume=True,
+            data=data,
+            loss_fn=loss_fn,
+            make_model=lambda: nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.5), nn.Linear(8, 1)),
+        )

@@ -1,26 +1,42 @@
-"""``qkv train CONFIG [--set key=value ...]``: train a model from a YAML run configuration."""
+"""``qkv train CONFIG [--set key=value ...]`` trains a model from a YAML run configuration;
+``qkv train --resume RUN_DIR`` continues a stopped run exactly where its last checkpoint left it."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a model from a YAML configuration",
+        help="train a model from a YAML configuration, or resume a stopped run",
         description="Train the model of a run configuration (see configs/) and keep the best "
-        "weights, tokenizers and metrics in its out_dir.",
+        "weights, tokenizers, metrics and checkpoints in its out_dir. Ctrl-C (SIGINT) or SIGTERM "
+        "finishes the current step, saves a checkpoint and exits; --resume continues from it.",
     )
-    parser.add_argument("config", help="YAML run configuration, e.g. configs/transformer.yaml")
+    parser.add_argument(
+        "config", nargs="?", help="YAML run configuration, e.g. configs/transformer.yaml"
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its latest checkpoint (no CONFIG)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a setting, e.g. --set train.max_minutes=5 --set out_dir=runs/x",
+        help="override a setting, e.g. --set train.max_minutes=5 --set out_dir=runs/x "
+        "(with --resume: train.* settings only)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an out_dir that already holds a run (its outputs are removed)",
     )
     parser.add_argument(
         "--threads",
@@ -36,27 +52,46 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_config import load_run_config
-    from qkv.tasks.translation import train_translation
+    from qkv.tasks.translation import resume_config, train_translation
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if (args.config is None) == (args.resume is None):
+        raise ValueError("give a CONFIG to start a run, or --resume RUN_DIR to continue one")
+    if args.resume and args.overwrite:
+        raise ValueError("--overwrite starts a run afresh; it cannot be combined with --resume")
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)
-    config = load_run_config(args.config, args.overrides)
-    print(f"training {config.name} ({config.family}) into {config.out_dir}")
-    trained = train_translation(config, progress=not args.quiet)
+    if args.resume:
+        config = resume_config(args.resume, args.overrides)
+        print(f"resuming {config.name} ({config.family}) in {config.out_dir}")
+    else:
+        config = load_run_config(args.config, args.overrides)
+        print(f"training {config.name} ({config.family}) into {config.out_dir}")
+    trained = train_translation(
+        config,
+        progress=not args.quiet,
+        resume=args.resume is not None,
+        overwrite=args.overwrite,
+        handle_signals=True,
+    )
     result = trained.result
     clock = "" if config.train.clock == "wall" else f" ({result.clock_seconds / 60:.1f} CPU min)"
     print(
         f"stopped after {result.steps} steps, {result.seconds / 60:.1f} min{clock} "
-        f"({result.stopped}); "
-        f"{trained.parameters:,} parameters"
+        f"({result.stopped}); {trained.parameters:,} parameters"
     )
     if result.best is not None:
         best = ", ".join(f"{k} {v:.4g}" for k, v in result.best.items() if k != "step")
         print(f"best at step {result.best['step']}: {best}")
     print(f"model saved in {trained.model_dir}")
+    if result.signal is not None:
+        print(
+            f"{result.signal} received: the run stopped after step {result.steps} and saved a "
+            f"checkpoint; continue it with: qkv train --resume {trained.model_dir}"
+        )
+        return 128 + getattr(signal, result.signal)
     return 0

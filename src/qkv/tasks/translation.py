@@ -15,6 +15,7 @@ A trained model directory is self-contained:
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +36,10 @@ from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
 from qkv.io import atomic_write_json
 from qkv.models.registry import build_config, build_model, config_to_dict
-from qkv.tasks.run_config import DecodeConfig, RunConfig, run_config_from_dict
+from qkv.tasks.run_config import DecodeConfig, RunConfig, apply_overrides, run_config_from_dict
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
 from qkv.training.losses import sequence_cross_entropy
+from qkv.training.state import CHECKPOINTS
 from qkv.training.trainer import TrainResult, train
 
 logger = logging.getLogger(__name__)
@@ -85,13 +87,75 @@ def _train_tokenizers(
     )
 
 
-def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTranslation:
-    """Train ``config``'s model on its corpus; the best weights go to ``config.out_dir``."""
+class RunDirError(ValueError):
+    """The run directory cannot be used as asked (it holds another run, or nothing to resume)."""
+
+
+# What a fresh run writes into its directory (removed by ``overwrite=True``).
+RUN_OUTPUTS = (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    SOURCE_TOKENIZER,
+    TARGET_TOKENIZER,
+    "metrics.csv",
+    "results.json",
+    "snapshots",
+    CHECKPOINTS,
+)
+
+
+def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """The configuration a run in ``run_dir`` was started with, with ``overrides`` applied to
+    its ``train`` section only (to extend a budget, say); the model and data cannot change."""
+    run_dir = Path(run_dir)
+    for item in overrides or []:
+        if not item.strip().startswith("train."):
+            raise RunDirError(
+                f"--set {item}: a resumed run keeps its model, data and decoding; only train.* "
+                "settings (budgets, evaluation, checkpoints) can change"
+            )
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunDirError(f"nothing to resume: {run_dir} holds no run ({CONFIG_FILE} is missing)")
+    raw = read_json(run_dir / CONFIG_FILE)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{run_dir / CONFIG_FILE} must hold a JSON object")
+    raw = {k: v for k, v in raw.items() if k != "snapshot"}
+    raw["out_dir"] = str(run_dir)
+    try:
+        return run_config_from_dict(apply_overrides(raw, overrides or []))
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{run_dir / CONFIG_FILE}: {error}") from None
+
+
+def train_translation(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+    handle_signals: bool = False,
+) -> TrainedTranslation:
+    """Train ``config``'s model on its corpus; the best weights go to ``config.out_dir``.
+
+    Args:
+        resume: continue the run in ``config.out_dir`` from its latest checkpoint (use
+            :func:`resume_config` for its configuration); its tokenizers are reused.
+        overwrite: start afresh in a directory that already holds a run (its outputs are
+            removed first); without it such a directory is an error.
+        handle_signals: on SIGINT/SIGTERM, finish the step, checkpoint and return.
+    """
+    out = Path(config.out_dir)
+    if not resume:
+        _claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)
     corpus = load_corpus(config.data.corpus, **config.data.options)
-    src_tok, tgt_tok = _train_tokenizers(
-        corpus.train, config.data.vocab_size, config.data.shared_vocab
-    )
+    if resume:
+        src_tok = SubwordTokenizer.load(out / SOURCE_TOKENIZER)
+        tgt_tok = SubwordTokenizer.load(out / TARGET_TOKENIZER)
+    else:
+        src_tok, tgt_tok = _train_tokenizers(
+            corpus.train, config.data.vocab_size, config.data.shared_vocab
+        )
     train_examples = encode_pairs(corpus.train, src_tok, tgt_tok, max_len=config.data.max_len)
     if not train_examples:
         raise ValueError(f"no training pair fits data.max_len={config.data.max_len}")
@@ -105,7 +169,6 @@ def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTr
     }
     model_config = build_config(config.family, model_values)
     model = build_model(config.family, model_config)
-    out = Path(config.out_dir)
     saved = config.to_dict()
     saved["model"] = {"family": config.family, **config_to_dict(model_config)}
     _write_model_files(out, saved, src_tok, tgt_tok)
@@ -124,13 +187,14 @@ def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTr
             metrics["valid_bleu"] = corpus_scores(hyps, [t for _, t in valid_pairs]).bleu
         return metrics
 
-    def train_batches(epoch: int) -> Iterator[Seq2SeqBatch]:
+    def train_batches(epoch: int, start: int) -> Iterator[Seq2SeqBatch]:
         return batches(
             train_examples,
             max_tokens=config.train.batch_tokens,
             shuffle=True,
             seed=config.train.seed,
             epoch=epoch,
+            start=start,
         )
 
     def snapshot(minutes: float, step: int) -> None:
@@ -152,10 +216,29 @@ def train_translation(config: RunConfig, *, progress: bool = False) -> TrainedTr
         on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
         on_snapshot=snapshot,
         run_dir=out,
+        resume=resume,
+        handle_signals=handle_signals,
         progress=progress,
     )
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     return TrainedTranslation(out, result, parameters)
+
+
+def _claim_run_dir(out: Path, overwrite: bool) -> None:
+    """Refuse a directory that holds another run, unless ``overwrite`` (then clear its outputs)."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"out_dir {out} exists and is not a directory")
+    existing = [name for name in RUN_OUTPUTS if (out / name).exists()]
+    if not existing:
+        return
+    if not overwrite:
+        raise RunDirError(
+            f"{out} already holds a run ({', '.join(existing)}); continue it with "
+            f"`qkv train --resume {out}`, start again with --overwrite, or choose another out_dir"
+        )
+    for name in existing:
+        path = out / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def snapshot_dir(model_dir: str | Path, minutes: float) -> Path:
@@ -374,10 +457,12 @@ def evaluate_translation(
 
 __all__ = [
     "EvaluationReport",
+    "RunDirError",
     "TrainedTranslation",
     "Translation",
     "Translator",
     "evaluate_translation",
+    "resume_config",
     "snapshot_dir",
     "train_translation",
 ]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -21,7 +23,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from qkv.io import atomic_write
+from qkv.training.checkpoint import CheckpointError
 from qkv.training.schedules import SCHEDULES, lr_multiplier
+from qkv.training.state import (
+    CHECKPOINTS,
+    LoopState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +58,8 @@ class TrainConfig:
     clip_norm: float | None = 1.0
     label_smoothing: float = 0.1
     eval_every: int = 1000
+    checkpoint_every: int | None = 1000  # steps; also at the end. None: no checkpoints
+    keep_checkpoints: int = 1
     patience: int | None = None
     seed: int = 0
     log_every: int = 50
@@ -60,6 +73,7 @@ class TrainConfig:
             "weight_decay": self.weight_decay >= 0,
             "label_smoothing": 0 <= self.label_smoothing < 1,
             "eval_every": self.eval_every >= 1,
+            "keep_checkpoints": self.keep_checkpoints >= 1,
             "log_every": self.log_every >= 1,
         }
         for name, ok in checks.items():
@@ -73,6 +87,10 @@ class TrainConfig:
             )
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(f"train.clip_norm must be positive or null, got {self.clip_norm}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ValueError(
+                f"train.checkpoint_every must be >= 1 or null, got {self.checkpoint_every}"
+            )
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"train.patience must be >= 1 or null, got {self.patience}")
         if self.clock not in CLOCKS:
@@ -91,7 +109,8 @@ class TrainResult:
     stopped: str  # "max_steps" | "max_minutes" | "early_stopping" | "interrupted"
     best: dict[str, float] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
-    clock_seconds: float = 0.0  # the same span on the budget clock (config.clock)
+    clock_seconds: float = 0.0  # the budget clock at the end (config.clock), resumed runs included
+    signal: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped the run
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -118,7 +137,7 @@ def train(
     model: nn.Module,
     *,
     loss_fn: Callable[[nn.Module, Any], tuple[Tensor, Tensor]],
-    batches: Callable[[int], Iterable[Any]],
+    batches: Callable[[int, int], Iterable[Any]],
     config: TrainConfig,
     evaluate: Callable[[], dict[str, float]] | None = None,
     metric: str = "valid_loss",
@@ -126,20 +145,28 @@ def train(
     on_best: Callable[[dict[str, float]], None] | None = None,
     on_snapshot: Callable[[float, int], None] | None = None,
     run_dir: str | Path | None = None,
+    resume: bool = False,
+    handle_signals: bool = False,
     progress: bool = False,
 ) -> TrainResult:
-    """Train ``model`` until a budget runs out or validation stops improving.
+    """Train ``model`` until a budget runs out, validation stops improving, or a signal.
 
     Args:
         loss_fn: ``(model, batch) -> (loss_sum, n_tokens)``; the step minimises their ratio.
-        batches: ``epoch -> iterable of batches`` (deterministic per epoch for reproducibility).
+        batches: ``(epoch, start) -> iterable`` of that epoch's batches after the first
+            ``start`` (deterministic per epoch, so a resumed run sees the same data).
         config: :class:`TrainConfig`.
         evaluate: returns metrics including ``metric``; called every ``config.eval_every`` steps
             and at the end (in eval mode, without gradients).
         on_best: called with the metrics whenever ``metric`` improves (e.g. to save the model).
         on_snapshot: called with ``(minutes, step)`` when the budget clock first passes each of
             ``config.snapshot_minutes`` (e.g. to keep the weights after 10, 30 and 60 minutes).
-        run_dir: where ``metrics.csv`` is written.
+        run_dir: where ``metrics.csv`` and, every ``config.checkpoint_every`` steps and at the
+            end, the checkpoints (:mod:`qkv.training.state`) are written.
+        resume: continue from the latest checkpoint in ``run_dir`` (weights, optimiser,
+            schedule, random generators, data position, clock, best metric, metrics rows).
+        handle_signals: on SIGINT/SIGTERM finish the current step, checkpoint and return with
+            ``stopped == "interrupted"`` (a second SIGINT stops at once). Main thread only.
         progress: show a progress bar (for command-line use).
     """
     torch.manual_seed(config.seed)
@@ -150,21 +177,28 @@ def train(
         optimiser,
         lr_multiplier(config.schedule, warmup=config.warmup_steps, total=config.max_steps),
     )
-    log = _MetricsLog(Path(run_dir) / "metrics.csv" if run_dir is not None else None)
+    run_path = Path(run_dir) if run_dir is not None else None
+    loop = LoopState()
+    if resume:
+        checkpoint = None if run_path is None else latest_checkpoint(run_path)
+        if checkpoint is None:
+            raise CheckpointError(f"nothing to resume: no checkpoint in {run_path}/{CHECKPOINTS}")
+        loop = load_checkpoint(checkpoint, model=model, optimiser=optimiser, scheduler=schedule)
+    log = _MetricsLog(
+        run_path / "metrics.csv" if run_path is not None else None,
+        keep_until=loop.step if resume else None,
+    )
     # With a time budget the step count is not known in advance: show rate and elapsed time.
-    bar = _progress_bar(None if config.max_minutes else config.max_steps, progress)
-    best: dict[str, float] | None = None
-    bad_evaluations, step, epoch = 0, 0, 0
+    bar = _progress_bar(None if config.max_minutes else config.max_steps, progress, loop.step)
     clock = CLOCKS[config.clock]
-    start, wall_start = clock(), time.perf_counter()
+    start, wall_start = clock() - loop.clock_seconds, time.perf_counter()
     window_loss, window_tokens, window_start = 0.0, 0, wall_start
-    stopped = "max_steps"
-    deadline = None if config.max_minutes is None else start + 60 * config.max_minutes
-    pending_snapshots = list(config.snapshot_minutes)
+    deadline = None if config.max_minutes is None else 60 * config.max_minutes
+    pending_snapshots = [m for m in config.snapshot_minutes if m not in loop.snapshots_done]
+    signals = _SignalFlag(enabled=handle_signals)
 
     def run_evaluation() -> bool:
         """Evaluate, log, track the best; True when patience has run out."""
-        nonlocal best, bad_evaluations
         if evaluate is None:
             return False
         model.eval()
@@ -174,94 +208,169 @@ def train(
         if metric not in metrics:
             raise ValueError(f"evaluate() returned {sorted(metrics)}, without metric {metric!r}")
         value = metrics[metric]
+        best = loop.best
         improved = best is None or (
             value > best[metric] if higher_is_better else value < best[metric]
         )
-        log.write({"step": step, "epoch": epoch, **metrics})
+        log.write({"step": loop.step, "epoch": loop.epoch, **metrics})
         if improved:
-            best, bad_evaluations = {"step": step, **metrics}, 0
+            loop.best, loop.bad_evaluations = {"step": loop.step, **metrics}, 0
             if on_best is not None:
                 on_best(metrics)
         else:
-            bad_evaluations += 1
-        logger.info("step %d: %s", step, metrics)
+            loop.bad_evaluations += 1
+        logger.info("step %d: %s", loop.step, metrics)
         if bar is not None:
             bar.set_postfix_str(f"{metric} {value:.4g}", refresh=False)
-        return config.patience is not None and bad_evaluations >= config.patience
+        return config.patience is not None and loop.bad_evaluations >= config.patience
 
+    def checkpoint() -> None:
+        if run_path is not None and config.checkpoint_every is not None:
+            loop.clock_seconds = clock() - start
+            save_checkpoint(
+                run_path,
+                model=model,
+                optimiser=optimiser,
+                scheduler=schedule,
+                loop=loop,
+                keep=config.keep_checkpoints,
+            )
+
+    def after_step() -> str | None:
+        """Evaluation, snapshots, budgets and signals after a step: why to stop, if at all."""
+        reason = None
+        if loop.step % config.eval_every == 0 and run_evaluation():
+            reason = "early_stopping"
+        elapsed = clock() - start
+        while pending_snapshots and elapsed >= 60 * pending_snapshots[0]:
+            mark = pending_snapshots.pop(0)
+            loop.snapshots_done.append(mark)
+            if on_snapshot is not None:
+                on_snapshot(mark, loop.step)
+        if deadline is not None and elapsed >= deadline:
+            reason = reason or "max_minutes"
+        if signals.received is not None:
+            reason = "interrupted"
+        if loop.step >= config.max_steps:
+            reason = reason or "max_steps"
+        return reason
+
+    stopped: str | None = None if loop.step < config.max_steps else "max_steps"
     model.train()
     try:
-        while stopped == "max_steps" and step < config.max_steps:
-            produced = False
-            for batch in batches(epoch):
-                produced = True
-                loss_sum, n_tokens = loss_fn(model, batch)
-                tokens = int(n_tokens)
-                loss = loss_sum / max(tokens, 1)
-                optimiser.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.clip_norm is not None:
-                    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-                optimiser.step()
-                schedule.step()
-                step += 1
-                window_loss += loss_sum.detach().item()
-                window_tokens += tokens
-                if bar is not None:
-                    bar.update(1)
-                if step % config.log_every == 0:
-                    now = time.perf_counter()
-                    row = {
-                        "step": step,
-                        "epoch": epoch,
-                        "lr": schedule.get_last_lr()[0],
-                        "train_loss": window_loss / max(window_tokens, 1),
-                        "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
-                        "minutes": (clock() - start) / 60,
-                    }
-                    log.write(row)
+        with signals:
+            while stopped is None:
+                produced = False
+                for batch in batches(loop.epoch, loop.batches_in_epoch):
+                    produced = True
+                    loss_sum, n_tokens = loss_fn(model, batch)
+                    tokens = int(n_tokens)
+                    loss = loss_sum / max(tokens, 1)
+                    optimiser.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if config.clip_norm is not None:
+                        nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+                    optimiser.step()
+                    schedule.step()
+                    loop.step += 1
+                    loop.batches_in_epoch += 1
+                    window_loss += loss_sum.detach().item()
+                    window_tokens += tokens
                     if bar is not None:
-                        bar.set_postfix(
-                            loss=f"{row['train_loss']:.3f}",
-                            lr=f"{row['lr']:.2e}",
-                            tok_s=f"{row['tokens_per_s']:.0f}",
-                        )
-                    window_loss, window_tokens, window_start = 0.0, 0, now
-                if step % config.eval_every == 0 and run_evaluation():
-                    stopped = "early_stopping"
-                    break
-                elapsed = clock() - start
-                while pending_snapshots and elapsed >= 60 * pending_snapshots[0]:
-                    mark = pending_snapshots.pop(0)
-                    if on_snapshot is not None:
-                        on_snapshot(mark, step)
-                if deadline is not None and elapsed >= deadline - start:
-                    stopped = "max_minutes"
-                    break
-                if step >= config.max_steps:
-                    break
-            if not produced:
-                raise ValueError("the training data produced no batch")
-            epoch += 1
-    except KeyboardInterrupt:
-        stopped = "interrupted"
+                        bar.update(1)
+                    if loop.step % config.log_every == 0:
+                        now = time.perf_counter()
+                        row = {
+                            "step": loop.step,
+                            "epoch": loop.epoch,
+                            "lr": schedule.get_last_lr()[0],
+                            "train_loss": window_loss / max(window_tokens, 1),
+                            "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                            "minutes": (clock() - start) / 60,
+                        }
+                        log.write(row)
+                        if bar is not None:
+                            bar.set_postfix(
+                                loss=f"{row['train_loss']:.3f}",
+                                lr=f"{row['lr']:.2e}",
+                                tok_s=f"{row['tokens_per_s']:.0f}",
+                            )
+                        window_loss, window_tokens, window_start = 0.0, 0, now
+                    stopped = after_step()
+                    if stopped is not None:
+                        break
+                    if config.checkpoint_every and loop.step % config.checkpoint_every == 0:
+                        checkpoint()
+                else:
+                    # A resumed run may start at the very end of an epoch: nothing left of it.
+                    if not produced and loop.batches_in_epoch == 0:
+                        raise ValueError("the training data produced no batch")
+                    loop.epoch += 1
+                    loop.batches_in_epoch = 0
+            if stopped != "interrupted" and loop.step % config.eval_every != 0:
+                run_evaluation()
+            checkpoint()
     finally:
         if bar is not None:
             bar.close()
-    if step % config.eval_every != 0 and stopped != "interrupted":
-        run_evaluation()
     return TrainResult(
-        step, time.perf_counter() - wall_start, stopped, best, log.rows, clock() - start
+        loop.step,
+        time.perf_counter() - wall_start,
+        stopped,
+        loop.best,
+        log.rows,
+        clock() - start,
+        signals.received,
     )
 
 
-class _MetricsLog:
-    """Rows of metrics kept in memory and appended to a CSV (columns grow as keys appear)."""
+class _SignalFlag:
+    """While active, SIGINT and SIGTERM set :attr:`received` instead of killing the process; a
+    second SIGINT raises ``KeyboardInterrupt`` as usual. The previous handlers come back on
+    exit."""
 
-    def __init__(self, path: Path | None) -> None:
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.received = enabled, None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _SignalFlag:
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                number = getattr(signal, name)
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous.clear()
+
+    def _handle(self, number: int, frame: Any) -> None:
+        if self.received is not None and number == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(number).name
+        logger.warning("%s received: stopping after this step", self.received)
+
+
+class _MetricsLog:
+    """Rows of metrics kept in memory and written whole to a CSV after each row (atomically;
+    columns grow as keys appear). ``keep_until``: continue a resumed run's file, dropping the
+    rows written after its checkpoint step."""
+
+    def __init__(self, path: Path | None, keep_until: int | None = None) -> None:
         self.path, self.rows = path, []
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if keep_until is not None and path.is_file():
+            with open(path, newline="", encoding="utf-8") as handle:
+                rows = [
+                    {k: _number(v) for k, v in r.items() if v != ""} for r in csv.DictReader(handle)
+                ]
+            self.rows = [r for r in rows if int(r.get("step", 0)) <= keep_until]
+        else:
             path.unlink(missing_ok=True)
 
     def write(self, row: dict[str, Any]) -> None:
@@ -275,18 +384,32 @@ class _MetricsLog:
         columns: list[str] = []
         for r in self.rows:
             columns += [k for k in r if k not in columns]
-        with open(self.path, "w", newline="", encoding="utf-8") as handle:
+
+        def write(handle: Any) -> None:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(self.rows)
 
+        atomic_write(self.path, write, mode="w")
 
-def _progress_bar(total: int | None, enabled: bool):
+
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _progress_bar(total: int | None, enabled: bool, initial: int = 0):
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="train", unit="step", dynamic_ncols=True, leave=True)
+    return tqdm(
+        total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True, leave=True
+    )
 
 
 def config_dict(config: TrainConfig) -> dict[str, Any]:

@@ -1,0 +1,233 @@
+"""Everything a stopped run needs to continue exactly where it stopped, saved so that it cannot
+be lost and loaded without running code from the file.
+
+A checkpoint is a directory ``RUN_DIR/checkpoints/step-000123/`` with
+
+    model.safetensors      the weights
+    optimizer.safetensors  the optimiser's tensors (AdamW's step counts and moments)
+    rng.safetensors        the torch CPU (and CUDA) generator states
+    state.json             loop position (step, epoch, batches consumed in the epoch, clock),
+                           best metrics, early-stopping count, the optimiser's hyper-parameters,
+                           the scheduler, the Python and NumPy generator states
+
+written under a temporary name, flushed with ``fsync`` and renamed into place; only then does
+``RUN_DIR/checkpoints/latest.json`` (itself replaced atomically) point at it, and only after that
+are older checkpoints removed. A process killed at any moment leaves ``latest.json`` naming a
+complete checkpoint. Nothing is pickled: tensors go to ``safetensors``, the rest to JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from qkv.io import atomic_write_json, fsync_dir
+from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
+
+CHECKPOINTS, LATEST = "checkpoints", "latest.json"
+FORMAT = 1
+
+
+@dataclass
+class LoopState:
+    """Where the training loop stands: enough to continue it exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batches_in_epoch: int = 0  # batches of ``epoch`` already consumed
+    clock_seconds: float = 0.0  # time spent on the budget clock before this process
+    best: dict[str, float] | None = None
+    bad_evaluations: int = 0
+    snapshots_done: list[float] = field(default_factory=list)
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    *,
+    model: nn.Module,
+    optimiser: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    loop: LoopState,
+    keep: int = 1,
+) -> Path:
+    """Write a checkpoint of the run at ``loop.step`` and make it the latest; keep the newest
+    ``keep`` checkpoints. Returns the checkpoint directory."""
+    from safetensors.torch import save_file
+
+    root = Path(run_dir) / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step-{loop.step:09d}"
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.", suffix=".tmp"))
+    try:
+        save_weights(model, tmp / "model.safetensors")
+        tensors, groups = _optimiser_to_files(optimiser)
+        _save_tensors(save_file, tensors, tmp / "optimizer.safetensors")
+        _save_tensors(save_file, _torch_rng_state(), tmp / "rng.safetensors")
+        state = {
+            "format": FORMAT,
+            "loop": asdict(loop),
+            "param_groups": groups,
+            "scheduler": _json_safe(scheduler.state_dict()),
+            "python_rng": _python_rng_state(),
+            "numpy_rng": _numpy_rng_state(),
+        }
+        atomic_write_json(tmp / "state.json", state)
+        final = root / name
+        if final.exists():  # a checkpoint of this very step from an earlier attempt
+            shutil.rmtree(final)
+        tmp.rename(final)
+        fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    atomic_write_json(root / LATEST, {"checkpoint": name, "step": loop.step})
+    _prune(root, keep=max(keep, 1), latest=name)
+    return final
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The checkpoint ``latest.json`` names, or ``None`` when the run has none yet."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not (root / LATEST).is_file():
+        return None
+    pointer = read_json(root / LATEST)
+    name = pointer.get("checkpoint") if isinstance(pointer, dict) else None
+    if not isinstance(name, str) or "/" in name or not (root / name).is_dir():
+        raise CheckpointError(f"{root / LATEST} names no checkpoint directory: {pointer!r}")
+    return root / name
+
+
+def load_checkpoint(
+    directory: str | Path,
+    *,
+    model: nn.Module,
+    optimiser: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+) -> LoopState:
+    """Restore the model, optimiser, scheduler and every random generator from ``directory``;
+    return the loop position. Errors name the file and what is wrong with it."""
+    directory = Path(directory)
+    state = read_json(directory / "state.json")
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{directory / 'state.json'} is not a qkv checkpoint (format 1)")
+    try:
+        loop = LoopState(**state["loop"])
+    except (KeyError, TypeError) as error:
+        raise CheckpointError(f"{directory / 'state.json'}: bad loop state: {error}") from None
+    load_weights(model, directory / "model.safetensors")
+    tensors = _load_tensors(directory / "optimizer.safetensors")
+    try:
+        optimiser.load_state_dict(_optimiser_from_files(tensors, state["param_groups"]))
+        scheduler.load_state_dict(state["scheduler"])
+    except (KeyError, ValueError, RuntimeError) as error:
+        raise CheckpointError(
+            f"the optimiser state in {directory} does not fit this model and configuration: {error}"
+        ) from None
+    _restore_rng(_load_tensors(directory / "rng.safetensors"), state)
+    return loop
+
+
+def _save_tensors(save_file: Any, tensors: dict[str, torch.Tensor], path: Path) -> None:
+    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path))
+    with open(path, "rb") as handle:
+        import os
+
+        os.fsync(handle.fileno())
+
+
+def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise CheckpointError(f"missing file {path}")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise CheckpointError(f"cannot read {path}: {error}") from None
+
+
+def _optimiser_to_files(
+    optimiser: torch.optim.Optimizer,
+) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
+    """Split ``optimiser.state_dict()`` into tensors (``state.<param>.<name>``) and JSON groups."""
+    state_dict = optimiser.state_dict()
+    tensors = {}
+    for index, values in state_dict["state"].items():
+        for name, value in values.items():
+            tensors[f"state.{index}.{name}"] = torch.as_tensor(value)
+    return tensors, _json_safe(state_dict["param_groups"])
+
+
+def _optimiser_from_files(
+    tensors: dict[str, torch.Tensor], groups: list[dict[str, Any]]
+) -> dict[str, Any]:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        _, index, name = key.split(".", 2)
+        state.setdefault(int(index), {})[name] = value
+    groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g for g in groups]
+    return {"state": state, "param_groups": groups}
+
+
+def _torch_rng_state() -> dict[str, torch.Tensor]:
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"cuda.{i}"] = s
+    return tensors
+
+
+def _python_rng_state() -> list[Any]:
+    version, internal, gauss = random.getstate()
+    return [version, list(internal), gauss]
+
+
+def _numpy_rng_state() -> list[Any]:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+
+
+def _restore_rng(tensors: dict[str, torch.Tensor], state: dict[str, Any]) -> None:
+    try:
+        torch.set_rng_state(tensors["torch"])
+        cuda = [tensors[k] for k in sorted(tensors) if k.startswith("cuda.")]
+        if cuda and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(cuda)
+        version, internal, gauss = state["python_rng"]
+        random.setstate((version, tuple(internal), gauss))
+        name, keys, pos, has_gauss, cached = state["numpy_rng"]
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"bad random generator state in the checkpoint: {error}") from None
+
+
+def _json_safe(value: Any) -> Any:
+    """Tensors to numbers or lists, tuples to lists, callables dropped (LambdaLR's lambdas)."""
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.dim() == 0 else value.tolist()
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items() if not callable(v)}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    json.dumps(value)  # anything else must already be plain JSON
+    return value
+
+
+def _prune(root: Path, *, keep: int, latest: str) -> None:
+    """Remove all but the newest ``keep`` checkpoints (never ``latest``) and stale temporaries."""
+    names = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("step-"))
+    old = [n for n in names[:-keep] if n != latest]
+    for name in old:
+        shutil.rmtree(root / name, ignore_errors=True)
+    for stale in root.glob(".step-*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
