@@ -258,3 +258,44 @@ def test_a_checkpoint_for_another_model_is_a_clear_error(tmp_path):
             loss_fn=loss_fn,
             make_model=lambda: nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.5), nn.Linear(8, 1)),
         )
+
+
+def test_accumulating_two_batches_equals_one_batch_holding_both():
+    torch.manual_seed(3)
+    pairs = [(torch.randn(n, 3), torch.randn(n, 1)) for n in (5, 11, 7, 9)]  # unequal sizes
+    merged = [
+        (torch.cat([pairs[i][0], pairs[i + 1][0]]), torch.cat([pairs[i][1], pairs[i + 1][1]]))
+        for i in (0, 2)
+    ]
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return ((model(x) - y) ** 2).sum(), torch.tensor(x.shape[0])
+
+    def fit(data, accumulate):
+        torch.manual_seed(4)
+        model = nn.Linear(3, 1)
+        config = TrainConfig(max_steps=6, lr=0.05, warmup_steps=0, accumulate=accumulate)
+        train(
+            model,
+            loss_fn=loss_fn,
+            batches=lambda epoch, start: data[start:],
+            config=config,
+            count_tokens=lambda batch: batch[0].shape[0],
+        )
+        return model
+
+    a, b = fit(pairs, accumulate=2), fit(merged, accumulate=1)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=0)
+
+
+def test_accumulation_needs_token_counts():
+    data, loss_fn = regression_problem()
+    with pytest.raises(ValueError, match="count_tokens"):
+        train(
+            nn.Linear(3, 1),
+            loss_fn=loss_fn,
+            batches=lambda epoch, start: data[start:],
+            config=TrainConfig(accumulate=2),
+        )

@@ -53,6 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.translation import resume_config, train_translation
+    from qkv.training.distributed import from_environment, shutdown
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if (args.config is None) == (args.resume is None):
@@ -67,17 +68,28 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.resume:
         config = resume_config(args.resume, args.overrides)
-        print(f"resuming {config.name} ({config.family}) in {config.out_dir}")
     else:
         config = load_run_config(args.config, args.overrides)
-        print(f"training {config.name} ({config.family}) into {config.out_dir}")
-    trained = train_translation(
-        config,
-        progress=not args.quiet,
-        resume=args.resume is not None,
-        overwrite=args.overwrite,
-        handle_signals=True,
+    distributed = from_environment()  # torchrun: join the process group; otherwise one process
+    say = print if distributed.main else (lambda *a, **k: None)
+    verb = "resuming" if args.resume else "training"
+    where = f"{config.out_dir}" + (
+        f" on {distributed.world} processes" if distributed.world > 1 else ""
     )
+    say(f"{verb} {config.name} ({config.family}) in {where}")
+    try:
+        trained = train_translation(
+            config,
+            progress=not args.quiet,
+            resume=args.resume is not None,
+            overwrite=args.overwrite,
+            handle_signals=True,
+            distributed=distributed,
+        )
+    finally:
+        shutdown()
+    if not distributed.main:
+        return 0
     result = trained.result
     clock = "" if config.train.clock == "wall" else f" ({result.clock_seconds / 60:.1f} CPU min)"
     print(

@@ -38,6 +38,7 @@ from qkv.io import atomic_write_json
 from qkv.models.registry import build_config, build_model, config_to_dict
 from qkv.tasks.run_config import DecodeConfig, RunConfig, apply_overrides, run_config_from_dict
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
+from qkv.training.distributed import Distributed
 from qkv.training.losses import sequence_cross_entropy
 from qkv.training.state import CHECKPOINTS
 from qkv.training.trainer import TrainResult, train
@@ -134,6 +135,7 @@ def train_translation(
     resume: bool = False,
     overwrite: bool = False,
     handle_signals: bool = False,
+    distributed: Distributed | None = None,
 ) -> TrainedTranslation:
     """Train ``config``'s model on its corpus; the best weights go to ``config.out_dir``.
 
@@ -143,13 +145,17 @@ def train_translation(
         overwrite: start afresh in a directory that already holds a run (its outputs are
             removed first); without it such a directory is an error.
         handle_signals: on SIGINT/SIGTERM, finish the step, checkpoint and return.
+        distributed: this process's rank under torchrun: rank 0 trains the tokenizers and
+            writes every file; the other ranks read the tokenizers it wrote.
     """
+    dist_ = distributed or Distributed()
     out = Path(config.out_dir)
-    if not resume:
+    if not resume and dist_.main:
         _claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)
     corpus = load_corpus(config.data.corpus, **config.data.options)
-    if resume:
+    if resume or not dist_.main:
+        dist_.barrier()  # rank 0 has written the tokenizers (a no-op in one process)
         src_tok = SubwordTokenizer.load(out / SOURCE_TOKENIZER)
         tgt_tok = SubwordTokenizer.load(out / TARGET_TOKENIZER)
     else:
@@ -171,7 +177,10 @@ def train_translation(
     model = build_model(config.family, model_config)
     saved = config.to_dict()
     saved["model"] = {"family": config.family, **config_to_dict(model_config)}
-    _write_model_files(out, saved, src_tok, tgt_tok)
+    if dist_.main:
+        _write_model_files(out, saved, src_tok, tgt_tok)
+        if not resume:
+            dist_.barrier()  # let the other ranks read the tokenizers
 
     loss_fn = _loss(config.train.label_smoothing)
     translator = Translator(model, src_tok, tgt_tok, config.decode)
@@ -219,6 +228,8 @@ def train_translation(
         resume=resume,
         handle_signals=handle_signals,
         progress=progress,
+        count_tokens=lambda batch: int((batch.tgt_out != PAD_ID).sum()),
+        distributed=dist_,
     )
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     return TrainedTranslation(out, result, parameters)

@@ -9,13 +9,14 @@ the metrics CSV, and the progress bar.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 
 from qkv.io import atomic_write
 from qkv.training.checkpoint import CheckpointError
+from qkv.training.distributed import Distributed
 from qkv.training.schedules import SCHEDULES, lr_multiplier
 from qkv.training.state import (
     CHECKPOINTS,
@@ -50,6 +52,7 @@ class TrainConfig:
     clock: str = "wall"  # what max_minutes and snapshot_minutes count: "wall" or "cpu" time
     snapshot_minutes: tuple[float, ...] = ()  # hand the weights to on_snapshot at these marks
     batch_tokens: int = 4096
+    accumulate: int = 1  # batches per optimiser step (per process under torchrun)
     lr: float = 7e-4
     schedule: str = "inverse_sqrt"
     warmup_steps: int = 4000
@@ -68,6 +71,7 @@ class TrainConfig:
         checks = {
             "max_steps": self.max_steps >= 1,
             "batch_tokens": self.batch_tokens >= 1,
+            "accumulate": self.accumulate >= 1,
             "lr": self.lr > 0,
             "warmup_steps": self.warmup_steps >= 0,
             "weight_decay": self.weight_decay >= 0,
@@ -148,6 +152,8 @@ def train(
     resume: bool = False,
     handle_signals: bool = False,
     progress: bool = False,
+    count_tokens: Callable[[Any], int] | None = None,
+    distributed: Distributed | None = None,
 ) -> TrainResult:
     """Train ``model`` until a budget runs out, validation stops improving, or a signal.
 
@@ -168,7 +174,16 @@ def train(
         handle_signals: on SIGINT/SIGTERM finish the current step, checkpoint and return with
             ``stopped == "interrupted"`` (a second SIGINT stops at once). Main thread only.
         progress: show a progress bar (for command-line use).
+        count_tokens: ``batch -> tokens`` its loss is summed over, known before the forward
+            pass; needed to normalise a step over several batches (``config.accumulate > 1``)
+            or processes, so that the step equals one step on all of them at once.
+        distributed: this process's place under torchrun; the model is wrapped in
+            ``DistributedDataParallel``, each rank trains on its shard of every epoch, rank 0
+            alone evaluates, writes and decides when to stop.
     """
+    dist_ = distributed or Distributed()
+    if count_tokens is None and (config.accumulate > 1 or dist_.world > 1):
+        raise ValueError("accumulating batches or processes needs count_tokens")
     torch.manual_seed(config.seed)
     optimiser = torch.optim.AdamW(
         parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.adam_betas
@@ -181,15 +196,23 @@ def train(
     loop = LoopState()
     if resume:
         checkpoint = None if run_path is None else latest_checkpoint(run_path)
+        checkpoint = dist_.from_main(checkpoint)  # every rank resumes from rank 0's choice
         if checkpoint is None:
             raise CheckpointError(f"nothing to resume: no checkpoint in {run_path}/{CHECKPOINTS}")
         loop = load_checkpoint(checkpoint, model=model, optimiser=optimiser, scheduler=schedule)
     log = _MetricsLog(
-        run_path / "metrics.csv" if run_path is not None else None,
+        run_path / "metrics.csv" if run_path is not None and dist_.main else None,
         keep_until=loop.step if resume else None,
     )
     # With a time budget the step count is not known in advance: show rate and elapsed time.
-    bar = _progress_bar(None if config.max_minutes else config.max_steps, progress, loop.step)
+    bar = _progress_bar(
+        None if config.max_minutes else config.max_steps, progress and dist_.main, loop.step
+    )
+    trained = model
+    if dist_.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        trained = DistributedDataParallel(model)
     clock = CLOCKS[config.clock]
     start, wall_start = clock() - loop.clock_seconds, time.perf_counter()
     window_loss, window_tokens, window_start = 0.0, 0, wall_start
@@ -198,8 +221,8 @@ def train(
     signals = _SignalFlag(enabled=handle_signals)
 
     def run_evaluation() -> bool:
-        """Evaluate, log, track the best; True when patience has run out."""
-        if evaluate is None:
+        """Evaluate, log, track the best; True when patience has run out (rank 0 only)."""
+        if evaluate is None or not dist_.main:
             return False
         model.eval()
         with torch.no_grad():
@@ -225,7 +248,7 @@ def train(
         return config.patience is not None and loop.bad_evaluations >= config.patience
 
     def checkpoint() -> None:
-        if run_path is not None and config.checkpoint_every is not None:
+        if run_path is not None and config.checkpoint_every is not None and dist_.main:
             loop.clock_seconds = clock() - start
             save_checkpoint(
                 run_path,
@@ -245,7 +268,7 @@ def train(
         while pending_snapshots and elapsed >= 60 * pending_snapshots[0]:
             mark = pending_snapshots.pop(0)
             loop.snapshots_done.append(mark)
-            if on_snapshot is not None:
+            if on_snapshot is not None and dist_.main:
                 on_snapshot(mark, loop.step)
         if deadline is not None and elapsed >= deadline:
             reason = reason or "max_minutes"
@@ -253,7 +276,45 @@ def train(
             reason = "interrupted"
         if loop.step >= config.max_steps:
             reason = reason or "max_steps"
-        return reason
+        return dist_.from_main(reason)
+
+    def epoch_steps(epoch: int, consumed: int) -> Iterator[list[Any]]:
+        """The rest of an epoch, ``config.accumulate`` batches per step (a short tail dropped)."""
+        if dist_.world == 1:
+            local = batches(epoch, consumed)
+        else:
+            local = dist_.shard(batches(epoch, 0), consumed)
+        group: list[Any] = []
+        for batch in local:
+            group.append(batch)
+            if len(group) == config.accumulate:
+                yield group
+                group = []
+
+    def optimiser_step(group: list[Any]) -> tuple[float, int]:
+        """Forward and backward over ``group`` (on every rank), then one update.
+
+        The loss is normalised by the tokens of the whole step (all batches, all ranks), so the
+        gradient is that of one batch holding them all; DDP averages over ranks, hence ``world``.
+        """
+        optimiser.zero_grad(set_to_none=True)
+        total = dist_.sum(sum(count_tokens(b) for b in group)) if count_tokens else None
+        loss_total, tokens = 0.0, 0
+        for index, batch in enumerate(group):
+            last = index == len(group) - 1
+            sync = trained.no_sync() if dist_.world > 1 and not last else contextlib.nullcontext()
+            with sync:
+                loss_sum, n_tokens = loss_fn(trained, batch)
+                n = int(n_tokens)
+                scale = dist_.world / max(total, 1) if total is not None else 1 / max(n, 1)
+                (loss_sum * scale).backward()
+            loss_total += loss_sum.detach().item()
+            tokens += n
+        if config.clip_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+        optimiser.step()
+        schedule.step()
+        return loss_total, tokens
 
     stopped: str | None = None if loop.step < config.max_steps else "max_steps"
     model.train()
@@ -261,20 +322,12 @@ def train(
         with signals:
             while stopped is None:
                 produced = False
-                for batch in batches(loop.epoch, loop.batches_in_epoch):
+                for group in epoch_steps(loop.epoch, loop.batches_in_epoch):
                     produced = True
-                    loss_sum, n_tokens = loss_fn(model, batch)
-                    tokens = int(n_tokens)
-                    loss = loss_sum / max(tokens, 1)
-                    optimiser.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if config.clip_norm is not None:
-                        nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-                    optimiser.step()
-                    schedule.step()
+                    loss_sum, tokens = optimiser_step(group)
                     loop.step += 1
-                    loop.batches_in_epoch += 1
-                    window_loss += loss_sum.detach().item()
+                    loop.batches_in_epoch += len(group)
+                    window_loss += loss_sum
                     window_tokens += tokens
                     if bar is not None:
                         bar.update(1)
@@ -304,7 +357,10 @@ def train(
                 else:
                     # A resumed run may start at the very end of an epoch: nothing left of it.
                     if not produced and loop.batches_in_epoch == 0:
-                        raise ValueError("the training data produced no batch")
+                        raise ValueError(
+                            "the training data produced no step: no batch, or fewer batches "
+                            f"per process than train.accumulate={config.accumulate}"
+                        )
                     loop.epoch += 1
                     loop.batches_in_epoch = 0
             if stopped != "interrupted" and loop.step % config.eval_every != 0:
