@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from qkv import __version__
-from qkv.cli import demo, evaluate, plot_attention, study, train, translate
+from qkv.cli import demo, evaluate, plot_attention, plot_curves, study, train, translate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"qkv {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (train, translate, evaluate, plot_attention, study, demo):
+    for command in (train, translate, evaluate, plot_attention, plot_curves, study, demo):
         command.add_parser(subparsers)
     return parser
 

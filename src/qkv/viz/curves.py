@@ -44,3 +44,59 @@ def plot_bleu_by_length(
     )
     atomic_write(path, lambda f: f.write(buffer.getvalue()))
     return Path(path)
+
+
+def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: str = "") -> Path:
+    """Training and validation loss against the step, with validation BLEU on a second axis
+    when the run recorded it, from a run's ``metrics.csv``."""
+    import csv
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    metrics_csv = Path(metrics_csv)
+    if not metrics_csv.is_file():
+        raise FileNotFoundError(f"no metrics file {metrics_csv}")
+    with open(metrics_csv, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or "step" not in rows[0]:
+        raise ValueError(f"{metrics_csv} holds no metrics rows with a 'step' column")
+
+    def series(column: str) -> tuple[list[float], list[float]]:
+        points = []
+        for row in rows:
+            try:
+                points.append((float(row["step"]), float(row[column])))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return [x for x, _ in points], [y for _, y in points]
+
+    figure = Figure(figsize=(7.0, 4.0))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    drawn = []
+    for column, label, style in (
+        ("train_loss", "train loss", "-"),
+        ("valid_loss", "valid loss", "o-"),
+    ):
+        xs, ys = series(column)
+        if xs:
+            drawn += axes.plot(xs, ys, style, label=label, markersize=3)
+    if not drawn:
+        raise ValueError(f"{metrics_csv} has no train_loss or valid_loss values to plot")
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss (per token)")
+    axes.grid(alpha=0.3)
+    xs, ys = series("valid_bleu")
+    if xs:
+        right = axes.twinx()
+        drawn += right.plot(xs, ys, "s--", color="tab:green", label="valid BLEU", markersize=3)
+        right.set_ylabel("BLEU")
+    axes.legend(drawn, [line.get_label() for line in drawn], loc="center right")
+    axes.set_title(title or metrics_csv.parent.name)
+    buffer = io.BytesIO()
+    figure.savefig(
+        buffer, format=Path(path).suffix.lstrip(".") or "png", bbox_inches="tight", dpi=120
+    )
+    atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    return Path(path)
