@@ -7,6 +7,7 @@ family, kept in one place so that the CLI, the studies and the tests share them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 from torch import nn
@@ -28,8 +29,12 @@ def build_config(family: str, values: dict[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - known)
     if unknown:
+        named = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            named.append(f"{key} (did you mean {close[0]}?)" if close else key)
         raise ValueError(
-            f"unknown {family} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            f"unknown {family} option(s) {', '.join(named)}; known: {', '.join(sorted(known))}"
         )
     return config_cls(**values)
 

@@ -15,6 +15,9 @@ key. ``--set section.key=value`` overrides are parsed as YAML scalars (``train.m
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,13 +101,73 @@ def _section(name: str, cls: type, values: Any) -> Any:
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(
-            f"unknown key(s) {', '.join(f'{name}.{k}' for k in unknown)}; "
+            f"unknown key(s) {', '.join(_with_suggestion(name, k, known) for k in unknown)}; "
             f"known: {', '.join(sorted(known))}"
         )
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if not _matches(value, hints[key]):
+            raise ValueError(
+                f"{name}.{key} must be {_describe(hints[key])}, got {value!r} "
+                f"({type(value).__name__})"
+            )
     try:
         return cls(**values)
     except TypeError as error:
         raise ValueError(f"section {name!r}: {error}") from None
+
+
+def _with_suggestion(section: str, key: str, known: set[str]) -> str:
+    """``train.lr_rate (did you mean train.lr?)`` when a known key is close."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    close = close or [k for k in sorted(known) if key.startswith(k + "_") or k.startswith(key)][:1]
+    return f"{section}.{key}" + (f" (did you mean {section}.{close[0]}?)" if close else "")
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a YAML value fits a config field's annotation (ints pass as floats)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (types.UnionType, typing.Union):
+        return any(_matches(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_matches(v, args[0]) for v in value)
+        return len(value) == len(args) and all(
+            _matches(v, a) for v, a in zip(value, args, strict=True)
+        )
+    if origin is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_describe(a) for a in args)
+    if hint is type(None):
+        return "null"
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return "a list of numbers" if args[0] in (int, float) else f"a list of {args[0]}"
+        return f"a list of {len(args)} numbers"
+    if origin is dict:
+        return "a mapping"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, str(hint))
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
