@@ -299,3 +299,70 @@ def test_accumulation_needs_token_counts():
             batches=lambda epoch, start: data[start:],
             config=TrainConfig(accumulate=2),
         )
+
+
+def test_bf16_autocast_trains_and_keeps_float32_weights():
+    data, loss_fn = regression_problem()
+    model = nn.Linear(3, 1)
+    with torch.no_grad():
+        before = sum(float(loss_fn(model, b)[0]) for b in data)
+    config = TrainConfig(
+        max_steps=200, lr=0.05, schedule="constant", warmup_steps=0, precision="bf16"
+    )
+    seen = []
+
+    def watched(model, batch):
+        out = model(batch[0])
+        seen.append(out.dtype)
+        return ((out - batch[1]) ** 2).sum(), torch.tensor(batch[0].shape[0])
+
+    train(model, loss_fn=watched, batches=lambda epoch, start: data[start:], config=config)
+    with torch.no_grad():
+        after = sum(float(loss_fn(model, b)[0]) for b in data)
+    assert set(seen) == {torch.bfloat16}  # the forward ran under autocast
+    assert model.weight.dtype == torch.float32  # the weights did not
+    assert after < 0.05 * before
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"precision": "fp16", "device": "cpu"}, "fp16 needs a CUDA device"),
+        ({"device": "cuda:7"}, "PyTorch sees"),
+    ],
+)
+def test_unavailable_precision_or_device_is_a_clear_error(values, message):
+    if torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    data, loss_fn = regression_problem()
+    with pytest.raises(ValueError, match=message):
+        train(
+            nn.Linear(3, 1),
+            loss_fn=loss_fn,
+            batches=lambda epoch, start: data[start:],
+            config=TrainConfig(**values),
+        )
+
+
+@pytest.mark.parametrize(
+    "values, name", [({"precision": "fp8"}, "train.precision"), ({"device": "tpu"}, "train.device")]
+)
+def test_bad_precision_or_device_names_the_key(values, name):
+    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+        TrainConfig(**values)
+
+
+@pytest.mark.slow  # inductor compiles C++ for the forward and backward graphs: a minute or so
+def test_compiled_training_matches_eager():
+    data, loss_fn = regression_problem()
+
+    def fit(compile_):
+        torch.manual_seed(5)
+        model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+        config = TrainConfig(max_steps=20, lr=0.01, warmup_steps=0, compile=compile_)
+        train(model, loss_fn=loss_fn, batches=lambda epoch, start: data[start:], config=config)
+        return model
+
+    eager, compiled = fit(False), fit(True)
+    for p, q in zip(eager.parameters(), compiled.parameters(), strict=True):
+        torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4)

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.translation import resume_config, train_translation
     from qkv.training.distributed import from_environment, shutdown
+    from qkv.training.trainer import resolve_device
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if (args.config is None) == (args.resume is None):
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         config = resume_config(args.resume, args.overrides)
     else:
         config = load_run_config(args.config, args.overrides)
-    distributed = from_environment()  # torchrun: join the process group; otherwise one process
+    # torchrun: join the process group (NCCL when training on CUDA); otherwise one process.
+    distributed = from_environment(resolve_device(config.train.device))
     say = print if distributed.main else (lambda *a, **k: None)
     verb = "resuming" if args.resume else "training"
     where = f"{config.out_dir}" + (

@@ -354,10 +354,12 @@ class Translator:
         """
         (translation,) = self.translate([text], beam_size=beam_size)
         source = [*self.source_tokenizer.encode(text), EOS_ID]
-        src = torch.tensor([source])
-        tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]])
+        device = _device_of(self.model)
+        src = torch.tensor([source], device=device)
+        tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]], device=device)
+        lengths = torch.tensor([len(source)], device=device)
         with torch.inference_mode():
-            out = self.model.eval()(src, torch.tensor([len(source)]), tgt_in, need_weights=True)
+            out = self.model.eval()(src, lengths, tgt_in, need_weights=True)
         maps = [layer[0] for layer in out.attentions.get("cross", [])]  # (H, T, S) per layer
         return translation, maps
 
@@ -366,6 +368,8 @@ class Translator:
         src = torch.full((len(sources), int(lengths.max())), PAD_ID, dtype=torch.long)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = torch.tensor(ids)
+        device = _device_of(self.model)
+        src, lengths = src.to(device), lengths.to(device)
         # Each sentence's own limit: its output never depends on the rest of its batch.
         max_len = [self.decode.max_len(len(s)) for s in sources]
         with torch.inference_mode():
@@ -391,6 +395,10 @@ class Translator:
             target_pieces=self.target_tokenizer.pieces([*tokens, EOS_ID]),
             attention=None if hyp.attention is None else hyp.attention[:, : len(source_ids)],
         )
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
 def load_model_run_config(model_dir: str | Path) -> RunConfig:

@@ -26,6 +26,7 @@ class Distributed:
 
     rank: int = 0
     world: int = 1
+    local_rank: int = 0  # the rank on this machine (which GPU to use)
 
     @property
     def main(self) -> bool:
@@ -67,8 +68,10 @@ def from_environment(device: torch.device | None = None) -> Distributed:
     rank = int(os.environ["RANK"])
     if not dist.is_initialized():
         cuda = device is not None and device.type == "cuda"
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend="nccl" if cuda else "gloo")
-    return Distributed(rank=rank, world=world)
+    return Distributed(rank=rank, world=world, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def shutdown() -> None:

@@ -58,6 +58,7 @@ def save_checkpoint(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     loop: LoopState,
     keep: int = 1,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> Path:
     """Write a checkpoint of the run at ``loop.step`` and make it the latest; keep the newest
     ``keep`` checkpoints. Returns the checkpoint directory."""
@@ -77,6 +78,7 @@ def save_checkpoint(
             "loop": asdict(loop),
             "param_groups": groups,
             "scheduler": _json_safe(scheduler.state_dict()),
+            "grad_scaler": None if scaler is None else _json_safe(scaler.state_dict()),
             "python_rng": _python_rng_state(),
             "numpy_rng": _numpy_rng_state(),
         }
@@ -112,6 +114,7 @@ def load_checkpoint(
     model: nn.Module,
     optimiser: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> LoopState:
     """Restore the model, optimiser, scheduler and every random generator from ``directory``;
     return the loop position. Errors name the file and what is wrong with it."""
@@ -128,6 +131,8 @@ def load_checkpoint(
     try:
         optimiser.load_state_dict(_optimiser_from_files(tensors, state["param_groups"]))
         scheduler.load_state_dict(state["scheduler"])
+        if scaler is not None and state.get("grad_scaler"):
+            scaler.load_state_dict(state["grad_scaler"])
     except (KeyError, ValueError, RuntimeError) as error:
         raise CheckpointError(
             f"the optimiser state in {directory} does not fit this model and configuration: {error}"

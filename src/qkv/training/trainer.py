@@ -41,6 +41,27 @@ logger = logging.getLogger(__name__)
 # Budget clocks: wall time, or the CPU time of this process summed over its threads (a budget
 # that other jobs on the machine cannot eat into; with one thread it equals single-core time).
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when PyTorch sees a GPU, else the CPU; a CUDA device that is not there is
+    an error naming what is."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise ValueError(f"train.device={name!r}, but PyTorch sees {count} CUDA device(s)")
+    return device
+
+
+def move_to(batch: Any, device: torch.device) -> Any:
+    """A batch on ``device``: anything with ``.to(device)``, or a tuple/list of them."""
+    if isinstance(batch, tuple | list):
+        return type(batch)(move_to(b, device) for b in batch)
+    return batch.to(device) if hasattr(batch, "to") else batch
 
 
 @dataclass(frozen=True)
@@ -53,6 +74,9 @@ class TrainConfig:
     snapshot_minutes: tuple[float, ...] = ()  # hand the weights to on_snapshot at these marks
     batch_tokens: int = 4096
     accumulate: int = 1  # batches per optimiser step (per process under torchrun)
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:N
+    precision: str = "fp32"  # fp32; bf16 (autocast, CPU or CUDA); fp16 (autocast + scaler, CUDA)
+    compile: bool = False  # torch.compile the model for the training steps
     lr: float = 7e-4
     schedule: str = "inverse_sqrt"
     warmup_steps: int = 4000
@@ -97,6 +121,14 @@ class TrainConfig:
             )
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"train.patience must be >= 1 or null, got {self.patience}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
+        if self.device != "auto" and not (
+            self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")
+        ):
+            raise ValueError(f"train.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.clock not in CLOCKS:
             raise ValueError(f"train.clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
         marks = tuple(float(m) for m in self.snapshot_minutes)
@@ -184,6 +216,12 @@ def train(
     dist_ = distributed or Distributed()
     if count_tokens is None and (config.accumulate > 1 or dist_.world > 1):
         raise ValueError("accumulating batches or processes needs count_tokens")
+    device = resolve_device(config.device)
+    if dist_.world > 1 and device.type == "cuda" and config.device in ("auto", "cuda"):
+        device = torch.device("cuda", dist_.local_rank)  # one GPU per process
+    if config.precision == "fp16" and device.type != "cuda":
+        raise ValueError("train.precision=fp16 needs a CUDA device; use bf16 on the CPU")
+    model.to(device)
     torch.manual_seed(config.seed)
     optimiser = torch.optim.AdamW(
         parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.adam_betas
@@ -192,6 +230,7 @@ def train(
         optimiser,
         lr_multiplier(config.schedule, warmup=config.warmup_steps, total=config.max_steps),
     )
+    scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16")
     run_path = Path(run_dir) if run_dir is not None else None
     loop = LoopState()
     if resume:
@@ -199,7 +238,9 @@ def train(
         checkpoint = dist_.from_main(checkpoint)  # every rank resumes from rank 0's choice
         if checkpoint is None:
             raise CheckpointError(f"nothing to resume: no checkpoint in {run_path}/{CHECKPOINTS}")
-        loop = load_checkpoint(checkpoint, model=model, optimiser=optimiser, scheduler=schedule)
+        loop = load_checkpoint(
+            checkpoint, model=model, optimiser=optimiser, scheduler=schedule, scaler=scaler
+        )
     log = _MetricsLog(
         run_path / "metrics.csv" if run_path is not None and dist_.main else None,
         keep_until=loop.step if resume else None,
@@ -208,11 +249,16 @@ def train(
     bar = _progress_bar(
         None if config.max_minutes else config.max_steps, progress and dist_.main, loop.step
     )
-    trained = model
+    trained: nn.Module = model
     if dist_.world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        trained = DistributedDataParallel(model)
+        trained = DistributedDataParallel(
+            model, device_ids=[device] if device.type == "cuda" else None
+        )
+    if config.compile:
+        trained = torch.compile(trained)
+    autocast_dtype = PRECISIONS[config.precision]
     clock = CLOCKS[config.clock]
     start, wall_start = clock() - loop.clock_seconds, time.perf_counter()
     window_loss, window_tokens, window_start = 0.0, 0, wall_start
@@ -257,6 +303,7 @@ def train(
                 scheduler=schedule,
                 loop=loop,
                 keep=config.keep_checkpoints,
+                scaler=scaler if scaler.is_enabled() else None,
             )
 
     def after_step() -> str | None:
@@ -304,15 +351,20 @@ def train(
             last = index == len(group) - 1
             sync = trained.no_sync() if dist_.world > 1 and not last else contextlib.nullcontext()
             with sync:
-                loss_sum, n_tokens = loss_fn(trained, batch)
+                with torch.autocast(
+                    device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None
+                ):
+                    loss_sum, n_tokens = loss_fn(trained, move_to(batch, device))
                 n = int(n_tokens)
                 scale = dist_.world / max(total, 1) if total is not None else 1 / max(n, 1)
-                (loss_sum * scale).backward()
+                scaler.scale(loss_sum.float() * scale).backward()
             loss_total += loss_sum.detach().item()
             tokens += n
+        scaler.unscale_(optimiser)
         if config.clip_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-        optimiser.step()
+        scaler.step(optimiser)
+        scaler.update()
         schedule.step()
         return loss_total, tokens
 
