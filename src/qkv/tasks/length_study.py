@@ -67,7 +67,7 @@ def run_length_study(
 
 
 def _train_and_score(config: RunConfig, beam_size: int | None, progress: bool) -> StudyRow:
-    trained = train_translation(config, progress=progress)
+    trained = train_translation(config, progress=progress, overwrite=True)  # a study retrains
     report = evaluate_translation(trained.model_dir, beam_size=beam_size)
     return StudyRow(
         config.name,
