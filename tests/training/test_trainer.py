@@ -2,6 +2,7 @@
 decay groups, the metrics log, and that it actually optimises."""
 
 import csv
+import json
 import signal
 import time
 
@@ -366,3 +367,19 @@ def test_compiled_training_matches_eager():
     eager, compiled = fit(False), fit(True)
     for p, q in zip(eager.parameters(), compiled.parameters(), strict=True):
         torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4)
+
+
+def test_saving_the_same_step_again_never_replaces_the_checkpoint_in_use(tmp_path):
+    make_model, data, loss_fn = dropout_problem()
+    problem = dict(make_model=make_model, data=data, loss_fn=loss_fn)
+    first, _ = run(tmp_path, 3, **problem)
+    again, result = run(tmp_path, 3, resume=True, **problem)  # finished: saves step 3 again
+    assert result.steps == 3
+    pointer = json.loads((tmp_path / "checkpoints" / "latest.json").read_text())
+    assert pointer["checkpoint"] == "step-000000003-1"
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "latest.json",
+        "step-000000003-1",
+    ]
+    for a, b in zip(first.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)

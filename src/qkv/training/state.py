@@ -67,6 +67,10 @@ def save_checkpoint(
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{loop.step:09d}"
+    for attempt in range(1, 1000):  # a resumed run saving the same step again: a new name, so
+        if not (root / name).exists():  # latest.json never points at a directory being replaced
+            break
+        name = f"step-{loop.step:09d}-{attempt}"
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.", suffix=".tmp"))
     try:
         save_weights(model, tmp / "model.safetensors")
@@ -84,8 +88,6 @@ def save_checkpoint(
         }
         atomic_write_json(tmp / "state.json", state)
         final = root / name
-        if final.exists():  # a checkpoint of this very step from an earlier attempt
-            shutil.rmtree(final)
         tmp.rename(final)
         fsync_dir(root)
     except BaseException:
