@@ -17,15 +17,7 @@ from qkv.tasks.translation import (
 )
 from qkv.training import trainer
 from qkv.training.checkpoint import CheckpointError
-
-
-class FakeClock:
-    def __init__(self, tick: float) -> None:
-        self.now, self.tick = 0.0, tick
-
-    def __call__(self) -> float:
-        self.now += self.tick
-        return self.now
+from tests.training.test_trainer import FakeClock
 
 
 @pytest.fixture(scope="module")
