@@ -31,7 +31,7 @@ from qkv.io import atomic_write  # noqa: E402
 from qkv.models.registry import build_config, build_model  # noqa: E402
 from qkv.tasks.length_study import StudyRow, machine_description, write_report  # noqa: E402
 from qkv.tasks.run_config import load_run_config  # noqa: E402
-from qkv.tasks.translation import snapshot_dir  # noqa: E402
+from qkv.tasks.translation import load_model_run_config, snapshot_dir  # noqa: E402
 from qkv.training.checkpoint import read_json  # noqa: E402
 from qkv.viz.curves import plot_bleu_by_length  # noqa: E402
 
@@ -82,14 +82,8 @@ def train_all(models: list[str], runs: Path, jobs: int) -> None:
 
 
 def snapshots(model_dir: Path) -> list[Path]:
-    marks = load_run_config_of(model_dir).train.snapshot_minutes
+    marks = load_model_run_config(model_dir).train.snapshot_minutes
     return [snapshot_dir(model_dir, m) for m in marks if snapshot_dir(model_dir, m).is_dir()]
-
-
-def load_run_config_of(model_dir: Path):
-    from qkv.tasks.translation import load_model_run_config
-
-    return load_model_run_config(model_dir)
 
 
 def evaluate_all(models: list[str], runs: Path, jobs: int, force: bool) -> None:
@@ -121,7 +115,7 @@ def _results(model_dir: Path) -> dict:
 def _row(name: str, model_dir: Path) -> tuple[StudyRow, float]:
     """The test scores of one snapshot as a study row, and the minutes of its mark."""
     config = read_json(model_dir / "config.json")
-    run = load_run_config_of(model_dir)
+    run = load_model_run_config(model_dir)
     model = build_model(run.family, build_config(run.family, run.model))
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     test = _results(model_dir)["test"]

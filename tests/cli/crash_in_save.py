@@ -15,8 +15,8 @@ K = int(sys.argv[1])
 save_tensors, save_checkpoint = state._save_tensors, state.save_checkpoint
 
 
-def dying_save_tensors(save_file, tensors, path):
-    save_tensors(save_file, tensors, path)
+def dying_save_tensors(tensors, path):
+    save_tensors(tensors, path)
     if path.name == "optimizer.safetensors":
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -117,15 +117,7 @@ def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> Ru
             )
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunDirError(f"nothing to resume: {run_dir} holds no run ({CONFIG_FILE} is missing)")
-    raw = read_json(run_dir / CONFIG_FILE)
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{run_dir / CONFIG_FILE} must hold a JSON object")
-    raw = {k: v for k, v in raw.items() if k != "snapshot"}
-    raw["out_dir"] = str(run_dir)
-    try:
-        return run_config_from_dict(apply_overrides(raw, overrides or []))
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{run_dir / CONFIG_FILE}: {error}") from None
+    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir))
 
 
 def train_translation(
@@ -401,14 +393,20 @@ def _device_of(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def load_model_run_config(model_dir: str | Path) -> RunConfig:
+def load_model_run_config(
+    model_dir: str | Path, overrides: list[str] | None = None, *, out_dir: str | None = None
+) -> RunConfig:
+    """The run configuration saved in a model directory (``overrides`` applied, ``out_dir``
+    replaced when given); errors name the file."""
     path = Path(model_dir) / CONFIG_FILE
     raw = read_json(path)
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path} must hold a JSON object, got {type(raw).__name__}")
     raw = {k: v for k, v in raw.items() if k != "snapshot"}  # the mark of a snapshot directory
+    if out_dir is not None:
+        raw["out_dir"] = out_dir
     try:
-        return run_config_from_dict(raw)
+        return run_config_from_dict(apply_overrides(raw, overrides or []))
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: {error}") from None
 

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from qkv.io import atomic_write_json, fsync_dir
+from qkv.io import atomic_write, atomic_write_json, fsync_dir
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
 
 CHECKPOINTS, LATEST = "checkpoints", "latest.json"
@@ -62,8 +62,6 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint of the run at ``loop.step`` and make it the latest; keep the newest
     ``keep`` checkpoints. Returns the checkpoint directory."""
-    from safetensors.torch import save_file
-
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{loop.step:09d}"
@@ -75,8 +73,8 @@ def save_checkpoint(
     try:
         save_weights(model, tmp / "model.safetensors")
         tensors, groups = _optimiser_to_files(optimiser)
-        _save_tensors(save_file, tensors, tmp / "optimizer.safetensors")
-        _save_tensors(save_file, _torch_rng_state(), tmp / "rng.safetensors")
+        _save_tensors(tensors, tmp / "optimizer.safetensors")
+        _save_tensors(_torch_rng_state(), tmp / "rng.safetensors")
         state = {
             "format": FORMAT,
             "loop": asdict(loop),
@@ -143,12 +141,11 @@ def load_checkpoint(
     return loop
 
 
-def _save_tensors(save_file: Any, tensors: dict[str, torch.Tensor], path: Path) -> None:
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path))
-    with open(path, "rb") as handle:
-        import os
+def _save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    from safetensors.torch import save
 
-        os.fsync(handle.fileno())
+    data = save({k: v.detach().contiguous().cpu() for k, v in tensors.items()})
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _load_tensors(path: Path) -> dict[str, torch.Tensor]:
