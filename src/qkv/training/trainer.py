@@ -4,13 +4,12 @@ One loop, parameterised by what differs between tasks: a ``loss_fn(model, batch)
 n_tokens)``, an epoch-indexed batch source, and an optional ``evaluate()`` returning metrics.
 It owns the optimiser (AdamW, no weight decay on biases, norms and embeddings), the learning-rate
 schedule, gradient clipping, the step and time budgets, early stopping on a validation metric,
-the metrics CSV, and the progress bar.
+the metrics CSV (and TensorBoard), and the progress bar.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import logging
 import math
 import signal
@@ -24,9 +23,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from qkv.io import atomic_write
 from qkv.training.checkpoint import CheckpointError
 from qkv.training.distributed import Distributed
+from qkv.training.metrics_log import MetricsLog
 from qkv.training.schedules import SCHEDULES, lr_multiplier
 from qkv.training.state import (
     CHECKPOINTS,
@@ -90,6 +89,7 @@ class TrainConfig:
     patience: int | None = None
     seed: int = 0
     log_every: int = 50
+    tensorboard: bool | None = None  # metrics also to RUN_DIR/tensorboard; None: when installed
 
     def __post_init__(self) -> None:
         checks = {
@@ -241,9 +241,10 @@ def train(
         loop = load_checkpoint(
             checkpoint, model=model, optimiser=optimiser, scheduler=schedule, scaler=scaler
         )
-    log = _MetricsLog(
+    log = MetricsLog(
         run_path / "metrics.csv" if run_path is not None and dist_.main else None,
         keep_until=loop.step if resume else None,
+        tensorboard=config.tensorboard,
     )
     # With a time budget the step count is not known in advance: show rate and elapsed time.
     bar = _progress_bar(
@@ -419,6 +420,7 @@ def train(
                 run_evaluation()
             checkpoint()
     finally:
+        log.close()
         if bar is not None:
             bar.close()
     return TrainResult(
@@ -460,54 +462,6 @@ class _SignalFlag:
             raise KeyboardInterrupt
         self.received = signal.Signals(number).name
         logger.warning("%s received: stopping after this step", self.received)
-
-
-class _MetricsLog:
-    """Rows of metrics kept in memory and written whole to a CSV after each row (atomically;
-    columns grow as keys appear). ``keep_until``: continue a resumed run's file, dropping the
-    rows written after its checkpoint step."""
-
-    def __init__(self, path: Path | None, keep_until: int | None = None) -> None:
-        self.path, self.rows = path, []
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if keep_until is not None and path.is_file():
-            with open(path, newline="", encoding="utf-8") as handle:
-                rows = [
-                    {k: _number(v) for k, v in r.items() if v != ""} for r in csv.DictReader(handle)
-                ]
-            self.rows = [r for r in rows if int(r.get("step", 0)) <= keep_until]
-        else:
-            path.unlink(missing_ok=True)
-
-    def write(self, row: dict[str, Any]) -> None:
-        row = {
-            k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v)
-            for k, v in row.items()
-        }
-        self.rows.append(row)
-        if self.path is None:
-            return
-        columns: list[str] = []
-        for r in self.rows:
-            columns += [k for k in r if k not in columns]
-
-        def write(handle: Any) -> None:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(self.rows)
-
-        atomic_write(self.path, write, mode="w")
-
-
-def _number(text: str) -> int | float | str:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _progress_bar(total: int | None, enabled: bool, initial: int = 0):
