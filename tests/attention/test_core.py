@@ -258,3 +258,17 @@ def test_prepared_keys_must_match_the_keys() -> None:
     query, key, value = torch.randn(2, 3, 6), torch.randn(2, 5, 6), torch.randn(2, 5, 6)
     with pytest.raises(ValueError, match=r"prepared_key \(2, 4, 4\) must agree with key"):
         attend(query, key, value, score=score, prepared_key=score.prepare(key[:, :4]))
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "chunked"])
+def test_mixed_dtypes_under_autocast_are_cast_like_autocast_casts_a_matmul(need_weights):
+    # A bfloat16 decoder state attending over float32 encoder states, as in an RNN under
+    # autocast: the result is that of all three in bfloat16; outside autocast it is an error.
+    q, k, v = _qkv()
+    expected = attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), need_weights=need_weights)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = attend(q.bfloat16(), k, v, need_weights=need_weights)
+    assert got.context.dtype == torch.bfloat16
+    torch.testing.assert_close(got.context, expected.context, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="share one floating-point dtype"):
+        attend(q.bfloat16(), k, v)

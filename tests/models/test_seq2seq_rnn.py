@@ -400,3 +400,22 @@ def test_bad_inputs_name_the_values() -> None:
         model(src, lengths, tgt_in[:, :0])
     with pytest.raises(ValueError, match=r"\(3,\)"):
         model(src, lengths[:3], tgt_in)
+
+
+@pytest.mark.parametrize(("attention", "score", "cell"), ALL)
+def test_bfloat16_autocast_trains_like_float32(attention, score, cell):
+    # `qkv train --set train.precision=bf16` runs forward and backward under CPU autocast: every
+    # variant must run there, and its loss and gradients stay close to float32's.
+    src, src_len, tgt_in, tgt_out = make_batch()
+    results = []
+    for dtype in (None, torch.bfloat16):
+        model = make_model(attention, score, cell, dropout=0.0)
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            logits = model(src, src_len, tgt_in).logits
+        loss = F.cross_entropy(logits.float().flatten(0, 1), tgt_out.flatten(), ignore_index=PAD)
+        loss.backward()
+        grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append((loss.detach(), grad))
+    (loss32, grad32), (loss16, grad16) = results
+    torch.testing.assert_close(loss16, loss32, atol=0.02, rtol=0.01)
+    assert F.cosine_similarity(grad16, grad32, dim=0) > 0.99

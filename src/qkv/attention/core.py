@@ -98,6 +98,7 @@ def attend(
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
 
+    query, key, value, prepared_key = _autocast_inputs(query, key, value, prepared_key)
     shape = _check_inputs(query, key, value)  # (B, [H,] Tq, Tk)
     if prepared_key is not None and prepared_key.shape[:-1] != key.shape[:-1]:
         raise ValueError(
@@ -159,6 +160,25 @@ def _add_head_dim(mask: Tensor | None) -> Tensor | None:
     if mask is None or mask.dim() < 3:
         return mask  # (Tq, Tk) or (Tk,) broadcast over heads anyway
     return mask.unsqueeze(-3)  # (B, Tq, Tk) -> (B, 1, Tq, Tk)
+
+
+def _autocast_inputs(
+    query: Tensor, key: Tensor, value: Tensor, prepared_key: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """Under autocast, inputs of mixed float dtypes (a bfloat16 RNN state attending over float32
+    keys, say) are cast to the autocast dtype, as autocast's own matrix products would; outside
+    autocast a mixture stays an error."""
+    device = query.device.type
+    tensors = (query, key, value)
+    if len({t.dtype for t in tensors}) == 1 or not torch.is_autocast_enabled(device):
+        return query, key, value, prepared_key
+    if not all(t.dtype.is_floating_point for t in tensors):
+        return query, key, value, prepared_key  # _check_inputs names the culprit
+    dtype = torch.get_autocast_dtype(device)
+    cast = [t.to(dtype) for t in tensors]
+    if prepared_key is not None and prepared_key.dtype.is_floating_point:
+        prepared_key = prepared_key.to(dtype)
+    return cast[0], cast[1], cast[2], prepared_key
 
 
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:

@@ -66,7 +66,9 @@ class TrainedTranslation:
     parameters: int
 
 
-def _loss(label_smoothing: float):
+def translation_loss(label_smoothing: float):
+    """``loss_fn(model, batch) -> (summed token loss, target tokens)`` for the training engine."""
+
     def loss_fn(model: nn.Module, batch: Seq2SeqBatch) -> tuple[Tensor, Tensor]:
         logits = model(batch.src, batch.src_lengths, batch.tgt_in).logits  # (B, T, V)
         return sequence_cross_entropy(
@@ -76,7 +78,7 @@ def _loss(label_smoothing: float):
     return loss_fn
 
 
-def _train_tokenizers(
+def train_tokenizers(
     pairs: Sequence[tuple[str, str]], vocab_size: int, shared: bool
 ) -> tuple[SubwordTokenizer, SubwordTokenizer]:
     if shared:
@@ -151,7 +153,7 @@ def train_translation(
         src_tok = SubwordTokenizer.load(out / SOURCE_TOKENIZER)
         tgt_tok = SubwordTokenizer.load(out / TARGET_TOKENIZER)
     else:
-        src_tok, tgt_tok = _train_tokenizers(
+        src_tok, tgt_tok = train_tokenizers(
             corpus.train, config.data.vocab_size, config.data.shared_vocab
         )
     train_examples = encode_pairs(corpus.train, src_tok, tgt_tok, max_len=config.data.max_len)
@@ -174,7 +176,7 @@ def train_translation(
         if not resume:
             dist_.barrier()  # let the other ranks read the tokenizers
 
-    loss_fn = _loss(config.train.label_smoothing)
+    loss_fn = translation_loss(config.train.label_smoothing)
     translator = Translator(model, src_tok, tgt_tok, config.decode)
 
     def evaluate() -> dict[str, float]:
