@@ -33,7 +33,10 @@ def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
         max_len = int(lengths.max()) if lengths.numel() else 0
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
-    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
+    # The range check reads values back from the tensor: under torch.compile it would break the
+    # graph every call, so compiled code (fed by qkv's own batching) skips it.
+    checked = lengths.numel() and not torch.compiler.is_compiling()
+    if checked and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
         raise ValueError(
             f"lengths must lie in [0, max_len={max_len}], got min {int(lengths.min())} "
             f"and max {int(lengths.max())}"
