@@ -31,7 +31,7 @@ from qkv.io import atomic_write  # noqa: E402
 from qkv.models.registry import build_config, build_model  # noqa: E402
 from qkv.tasks.length_study import StudyRow, machine_description, write_report  # noqa: E402
 from qkv.tasks.run_config import load_run_config  # noqa: E402
-from qkv.tasks.translation import load_model_run_config, snapshot_dir  # noqa: E402
+from qkv.tasks.run_dir import load_model_run_config, snapshot_dir  # noqa: E402
 from qkv.training.checkpoint import read_json  # noqa: E402
 from qkv.viz.curves import plot_bleu_by_length  # noqa: E402
 

@@ -8,13 +8,8 @@ import torch
 from safetensors.torch import load_file
 
 from qkv.tasks.run_config import load_run_config
-from qkv.tasks.translation import (
-    Translator,
-    evaluate_translation,
-    load_model_run_config,
-    snapshot_dir,
-    train_translation,
-)
+from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
+from qkv.tasks.translation import Translator, evaluate_translation, train_translation
 from qkv.training import trainer
 from qkv.training.checkpoint import CheckpointError
 from tests.training.test_trainer import FakeClock

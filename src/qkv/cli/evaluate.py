@@ -1,4 +1,5 @@
-"""``qkv evaluate --model DIR [--split test]``: BLEU, chrF and BLEU by source length."""
+"""``qkv evaluate --model DIR [--split test]``: BLEU, chrF and BLEU by source length for a
+translation model; perplexity and bits per character for a language model."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "evaluate",
         help="score a trained model on a split of its corpus",
-        description="Translate a split of the model's corpus and print sacrebleu BLEU and chrF "
-        "(with signatures), BLEU by source length, and example translations.",
+        description="Translation models: translate a split of the model's corpus and print "
+        "sacrebleu BLEU and chrF (with signatures), BLEU by source length, and example "
+        "translations. Language models: perplexity and bits per character on the split.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("--split", default="test", choices=["train", "valid", "test"])
-    parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="first N sentences (or tokens) only"
+    )
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
     parser.add_argument("--examples", type=int, default=5, help="example translations to show")
     parser.add_argument(
@@ -25,10 +29,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.run_dir import model_task
     from qkv.tasks.translation import evaluate_translation
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
+    if model_task(args.model) == "language_model":
+        return run_language_model(args)
     report = evaluate_translation(
         args.model,
         split=args.split,
@@ -48,4 +55,14 @@ def run(args: argparse.Namespace) -> int:
     )
     for source, hypothesis, reference in report.examples[: args.examples]:
         print(f"\n  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}")
+    return 0
+
+
+def run_language_model(args: argparse.Namespace) -> int:
+    from qkv.tasks.language_model import LanguageModel
+
+    result = LanguageModel.load(args.model).evaluate(args.split, max_tokens=args.limit)
+    print(f"{result.split}: {result.tokens:,} tokens ({result.chars:,} characters)")
+    print(f"loss {result.loss:.4f} nats/token, perplexity {result.perplexity:.3f}")
+    print(f"bits per character {result.bits_per_char:.4f}")
     return 0

@@ -11,7 +11,16 @@ import sys
 from collections.abc import Sequence
 
 from qkv import __version__
-from qkv.cli import demo, evaluate, plot_attention, plot_curves, study, train, translate
+from qkv.cli import (
+    demo,
+    evaluate,
+    generate,
+    plot_attention,
+    plot_curves,
+    study,
+    train,
+    translate,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"qkv {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (train, translate, evaluate, plot_attention, plot_curves, study, demo):
+    for command in (train, translate, generate, evaluate, plot_attention, plot_curves, study, demo):
         command.add_parser(subparsers)
     return parser
 

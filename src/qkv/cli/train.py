@@ -51,8 +51,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.language_model import train_language_model
     from qkv.tasks.run_config import load_run_config
-    from qkv.tasks.translation import resume_config, train_translation
+    from qkv.tasks.run_dir import resume_config
+    from qkv.tasks.translation import train_translation
     from qkv.training.distributed import from_environment, shutdown
     from qkv.training.trainer import resolve_device
 
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     )
     say(f"{verb} {config.name} ({config.family}) in {where}")
     try:
-        trained = train_translation(
+        task = train_language_model if config.task == "language_model" else train_translation
+        trained = task(
             config,
             progress=not args.quiet,
             resume=args.resume is not None,

@@ -74,7 +74,12 @@ class SubwordTokenizer:
 
     @classmethod
     def train(
-        cls, texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        *,
+        min_frequency: int = 2,
+        byte_level: bool = False,
     ) -> SubwordTokenizer:
         """Learn a BPE vocabulary of at most ``vocab_size`` ids (special tokens included).
 
@@ -83,6 +88,9 @@ class SubwordTokenizer:
             vocab_size: the largest vocabulary wanted; must exceed the 4 special tokens. If the
                 text has more distinct characters than fit, the rarest become ``<unk>``.
             min_frequency: a pair must occur this often to be merged.
+            byte_level: GPT-2's byte-level BPE (for language models): every byte has an id, so
+                no text is unknown and decoding gives back the text exactly, newlines and
+                spaces included. It needs ``vocab_size >= 260`` (4 special ids + 256 bytes).
 
         Raises:
             ValueError: ``vocab_size`` too small, ``min_frequency < 1``, or no non-empty text.
@@ -98,6 +106,24 @@ class SubwordTokenizer:
         if min_frequency < 1:
             raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
         tk = _tokenizers_module()
+        if byte_level:
+            alphabet = tk.pre_tokenizers.ByteLevel.alphabet()
+            if vocab_size < n_special + len(alphabet):
+                raise ValueError(
+                    f"vocab_size={vocab_size} is too small for byte-level BPE: it needs at least "
+                    f"{n_special + len(alphabet)} (4 special ids + {len(alphabet)} bytes)"
+                )
+            tokenizer = tk.Tokenizer(tk.models.BPE())
+            tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tokenizer.decoder = tk.decoders.ByteLevel()
+            trainer = tk.trainers.BpeTrainer(
+                vocab_size=vocab_size,
+                min_frequency=min_frequency,
+                special_tokens=list(SPECIAL_TOKENS),
+                initial_alphabet=alphabet,
+                show_progress=False,
+            )
+            return cls._fit(tokenizer, trainer, texts, vocab_size)
         tokenizer = tk.Tokenizer(tk.models.BPE(unk_token=UNK_TOKEN))
         tokenizer.normalizer = tk.normalizers.NFKC()
         # Metaspace splits at spaces and marks word starts with "▁"; Punctuation then isolates
@@ -117,6 +143,12 @@ class SubwordTokenizer:
             limit_alphabet=vocab_size - n_special,
             show_progress=False,
         )
+        return cls._fit(tokenizer, trainer, texts, vocab_size)
+
+    @classmethod
+    def _fit(
+        cls, tokenizer: tokenizers.Tokenizer, trainer: object, texts: Iterable[str], size: int
+    ) -> SubwordTokenizer:
         counts = {"texts": 0, "chars": 0}
 
         def counted(items: Iterable[str]) -> Iterator[str]:
@@ -137,7 +169,7 @@ class SubwordTokenizer:
             "trained BPE tokenizer: %d ids from %d texts (asked for %d)",
             tokenizer.get_vocab_size(),
             counts["texts"],
-            vocab_size,
+            size,
         )
         return cls(tokenizer)
 

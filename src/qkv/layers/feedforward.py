@@ -11,14 +11,20 @@ hidden activations is not in the paper; tensor2tensor (``relu_dropout``), PyTorc
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["ACTIVATIONS", "PositionwiseFeedForward"]
 
-# The activations a config may name. Exact (erf) GELU, as PyTorch's Transformer layers use.
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+# The activations a config may name. ``gelu`` is the exact (erf) GELU, as PyTorch's Transformer
+# layers use; ``gelu_tanh`` its tanh approximation, as GPT-2 uses (Hugging Face's "gelu_new").
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),
+}
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -27,7 +33,7 @@ class PositionwiseFeedForward(nn.Module):
     Args:
         d_model: input and output width ``D`` (512 in the paper).
         d_ff: hidden width (2048 in the paper).
-        activation: ``"relu"`` (the paper) or ``"gelu"``.
+        activation: ``"relu"`` (the paper), ``"gelu"`` or ``"gelu_tanh"`` (GPT-2).
         dropout: dropout on the hidden activations, active only in training mode.
         bias: biases ``b_1`` and ``b_2``.
 

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.multihead import MultiHeadAttention
+from qkv.attention.rotary import RotaryEmbedding
 from qkv.layers.feedforward import PositionwiseFeedForward
 
 __all__ = [
@@ -97,14 +98,20 @@ class TransformerEncoderLayer(_Residual, nn.Module):
         d_model: width ``D``; num_heads: heads ``H`` (a divisor of ``D``); d_ff: FFN hidden width.
         dropout: on each sub-layer's output (the paper's residual dropout, section 5.4), on the
             attention weights and on the FFN's hidden activations, as PyTorch does.
-        activation: ``"relu"`` or ``"gelu"``.
+        activation: ``"relu"``, ``"gelu"`` or ``"gelu_tanh"``.
         norm_first: pre-norm instead of the paper's post-norm.
         layer_norm_eps: the LayerNorm epsilon.
+        num_kv_heads: key/value heads for grouped-query attention (default ``num_heads``).
+        rotary: a rotary position embedding applied inside self-attention, or ``None``.
+
+    The same layer with ``is_causal=True`` is the block of a decoder-only language model (GPT):
+    masked self-attention and an FFN, with a :class:`KVCache` for token-by-token generation.
 
     Shape:
         ``x``: ``(B, S, D)``; ``keep``: boolean, ``True`` = may attend, broadcastable to
-        ``(B, H, S, S)`` (e.g. ``padding_mask(lengths)`` of shape ``(B, 1, 1, S)``); output
-        ``hidden (B, S, D)`` and, when requested, ``self_weights (B, H, S, S)``.
+        ``(B, H, S, S)`` (e.g. ``padding_mask(lengths)`` of shape ``(B, 1, 1, S)``; with a cache,
+        over the cached keys too); output ``hidden (B, S, D)`` and, when requested,
+        ``self_weights (B, H, S, S)``.
     """
 
     def __init__(
@@ -117,11 +124,15 @@ class TransformerEncoderLayer(_Residual, nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        num_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         _check_sizes(d_model, num_heads, d_ff, dropout)
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.self_attn = MultiHeadAttention(
+            d_model, num_heads, dropout=dropout, num_kv_heads=num_kv_heads, rotary=rotary
+        )
         self.ffn = PositionwiseFeedForward(d_model, d_ff, activation=activation, dropout=dropout)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
@@ -129,10 +140,28 @@ class TransformerEncoderLayer(_Residual, nn.Module):
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(
-        self, x: Tensor, *, keep: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        *,
+        keep: Tensor | None = None,
+        need_weights: bool = False,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        positions: Tensor | None = None,
     ) -> LayerOutput:
-        """Encode ``x (B, S, D)``; ``need_weights`` adds the weights without changing ``hidden``."""
-        attn = self.self_attn(self._pre(x, self.norm1), mask=keep, need_weights=need_weights)
+        """Encode ``x (B, S, D)``; ``need_weights`` adds the weights without changing ``hidden``.
+
+        ``is_causal``: each position sees only itself and the past (bottom-right aligned, so new
+        positions after a ``cache`` see all of it); ``positions``: ``(B, S)`` or ``(S,)`` for the
+        rotary embedding."""
+        attn = self.self_attn(
+            self._pre(x, self.norm1),
+            mask=keep,
+            need_weights=need_weights,
+            is_causal=is_causal,
+            cache=cache,
+            positions=positions,
+        )
         x = self._post(x, attn.context, self.norm1, self.dropout1)
         x = self._post(x, self.ffn(self._pre(x, self.norm2)), self.norm2, self.dropout2)
         return LayerOutput(x, attn.weights)
@@ -246,6 +275,8 @@ class TransformerEncoder(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        num_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         if num_layers < 1:
@@ -259,18 +290,39 @@ class TransformerEncoder(nn.Module):
                 activation=activation,
                 norm_first=norm_first,
                 layer_norm_eps=layer_norm_eps,
+                num_kv_heads=num_kv_heads,
+                rotary=rotary,
             )
             for _ in range(num_layers)
         )
         self.norm = _final_norm(norm_first, d_model, layer_norm_eps)
 
     def forward(
-        self, x: Tensor, *, keep: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        *,
+        keep: Tensor | None = None,
+        need_weights: bool = False,
+        is_causal: bool = False,
+        caches: list[KVCache] | None = None,
+        positions: Tensor | None = None,
     ) -> StackOutput:
-        """Encode ``x (B, S, D)`` under the source keep-mask ``keep`` (e.g. ``(B, 1, 1, S)``)."""
+        """Encode ``x (B, S, D)`` under the keep-mask ``keep`` (e.g. ``(B, 1, 1, S)``).
+
+        ``is_causal``, ``positions``: as :meth:`TransformerEncoderLayer.forward`; ``caches``: one
+        growing :class:`KVCache` per layer (a decoder-only model generating token by token)."""
+        if caches is not None and len(caches) != len(self.layers):
+            raise ValueError(f"got {len(caches)} caches for {len(self.layers)} layers")
         weights = []
-        for layer in self.layers:
-            out = layer(x, keep=keep, need_weights=need_weights)
+        for index, layer in enumerate(self.layers):
+            out = layer(
+                x,
+                keep=keep,
+                need_weights=need_weights,
+                is_causal=is_causal,
+                cache=None if caches is None else caches[index],
+                positions=positions,
+            )
             x = out.hidden
             if need_weights:
                 weights.append(out.self_weights)

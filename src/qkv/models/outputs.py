@@ -40,3 +40,17 @@ class StepOutput:
     log_probs: Tensor
     state: object
     attention: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class LMOutput:
+    """What a language model's ``forward`` returns.
+
+    Attributes:
+        logits: ``(B, T, V)`` next-token scores for every position.
+        attentions: ``{"decoder": [(B, H, T, S) per layer]}``; filled only when
+            ``need_weights=True``.
+    """
+
+    logits: Tensor
+    attentions: dict[str, list[Tensor]] = field(default_factory=dict)

@@ -12,12 +12,14 @@ from typing import Any
 
 from torch import nn
 
+from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.transformer import Transformer, TransformerConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
     "transformer": (TransformerConfig, Transformer),
+    "transformer_lm": (TransformerLMConfig, TransformerLM),
 }
 
 

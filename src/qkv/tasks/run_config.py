@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qkv.decoding.sampling import SamplingConfig
 from qkv.training.trainer import TrainConfig
 
 
@@ -42,6 +43,33 @@ class DataConfig:
         if self.valid_bleu_sentences < 0:
             raise ValueError(
                 f"data.valid_bleu_sentences must be >= 0, got {self.valid_bleu_sentences}"
+            )
+
+
+@dataclass(frozen=True)
+class LMDataConfig:
+    """A language model's data: a text corpus, its vocabulary and the context length."""
+
+    corpus: str = "shakespeare"  # shakespeare, kjv, or text (options: {path: FILE_OR_FOLDER})
+    options: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str = "char"  # char, or bpe (byte-level, trained with `tokenizers`)
+    vocab_size: int = 8000  # bpe only
+    block_size: int = 256  # tokens of context per training sequence
+    valid_tokens: int | None = 200_000  # evaluated during training (None: the whole split)
+
+    def __post_init__(self) -> None:
+        if self.tokenizer not in ("char", "bpe"):
+            raise ValueError(f"data.tokenizer must be char or bpe, got {self.tokenizer!r}")
+        if self.tokenizer == "bpe" and self.vocab_size < 260:
+            raise ValueError(
+                f"data.vocab_size must be >= 260 for byte-level BPE, got {self.vocab_size}"
+            )
+        if self.block_size < 2:
+            raise ValueError(f"data.block_size must be >= 2, got {self.block_size}")
+        if self.valid_tokens is not None and self.valid_tokens < self.block_size:
+            raise ValueError(
+                f"data.valid_tokens must be >= data.block_size={self.block_size}, got "
+                f"{self.valid_tokens}"
             )
 
 
@@ -70,16 +98,21 @@ class DecodeConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """``task`` decides the ``data`` and ``decode`` sections: translation (:class:`DataConfig`,
+    :class:`DecodeConfig`) or language_model (:class:`LMDataConfig`, :class:`SamplingConfig`)."""
+
     name: str
     out_dir: str
     family: str
     model: dict[str, Any]
-    data: DataConfig = field(default_factory=DataConfig)
+    data: DataConfig | LMDataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    decode: DecodeConfig | SamplingConfig = field(default_factory=DecodeConfig)
+    task: str = "translation"
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "task": self.task,
             "name": self.name,
             "out_dir": self.out_dir,
             "model": {"family": self.family, **self.model},
@@ -89,7 +122,12 @@ class RunConfig:
         }
 
 
-SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig}
+# The sections of each task.
+TASKS: dict[str, dict[str, type]] = {
+    "translation": {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig},
+    "language_model": {"data": LMDataConfig, "train": TrainConfig, "decode": SamplingConfig},
+}
+FAMILIES = {"translation": "seq2seq_rnn or transformer", "language_model": "transformer_lm"}
 
 
 def _section(name: str, cls: type, values: Any) -> Any:
@@ -195,19 +233,21 @@ def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> R
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ValueError(f"unknown top-level key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
-    if raw.get("task", "translation") != "translation":
-        raise ValueError(f"task {raw['task']!r} is not supported yet; expected 'translation'")
+    task = raw.get("task", "translation")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
     model = dict(raw.get("model") or {})
     family = model.pop("family", None)
     if family is None:
-        raise ValueError("model.family is required (seq2seq_rnn or transformer)")
+        raise ValueError(f"model.family is required ({FAMILIES[task]})")
     name = str(raw.get("name", default_name))
-    sections = {key: _section(key, cls, raw.get(key)) for key, cls in SECTIONS.items()}
+    sections = {key: _section(key, cls, raw.get(key)) for key, cls in TASKS[task].items()}
     return RunConfig(
         name=name,
         out_dir=str(raw.get("out_dir", f"runs/{name}")),
         family=family,
         model=model,
+        task=task,
         **sections,
     )
 

@@ -15,7 +15,6 @@ A trained model directory is self-contained:
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,17 +35,22 @@ from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
 from qkv.io import atomic_write_json
 from qkv.models.registry import build_config, build_model, config_to_dict
-from qkv.tasks.run_config import DecodeConfig, RunConfig, apply_overrides, run_config_from_dict
-from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
+from qkv.tasks.run_config import DecodeConfig, RunConfig
+from qkv.tasks.run_dir import (
+    CONFIG_FILE,
+    SOURCE_TOKENIZER,
+    TARGET_TOKENIZER,
+    WEIGHTS_FILE,
+    claim_run_dir,
+    load_model_run_config,
+    snapshot_dir,
+)
+from qkv.training.checkpoint import load_weights, read_json, save_weights
 from qkv.training.distributed import Distributed
 from qkv.training.losses import sequence_cross_entropy
-from qkv.training.state import CHECKPOINTS
 from qkv.training.trainer import TrainResult, train
 
 logger = logging.getLogger(__name__)
-
-CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
-SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
 
 
 @dataclass(frozen=True)
@@ -90,38 +94,6 @@ def train_tokenizers(
     )
 
 
-class RunDirError(ValueError):
-    """The run directory cannot be used as asked (it holds another run, or nothing to resume)."""
-
-
-# What a fresh run writes into its directory (removed by ``overwrite=True``).
-RUN_OUTPUTS = (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    SOURCE_TOKENIZER,
-    TARGET_TOKENIZER,
-    "metrics.csv",
-    "results.json",
-    "snapshots",
-    CHECKPOINTS,
-)
-
-
-def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """The configuration a run in ``run_dir`` was started with, with ``overrides`` applied to
-    its ``train`` section only (to extend a budget, say); the model and data cannot change."""
-    run_dir = Path(run_dir)
-    for item in overrides or []:
-        if not item.strip().startswith("train."):
-            raise RunDirError(
-                f"--set {item}: a resumed run keeps its model, data and decoding; only train.* "
-                "settings (budgets, evaluation, checkpoints) can change"
-            )
-    if not (run_dir / CONFIG_FILE).is_file():
-        raise RunDirError(f"nothing to resume: {run_dir} holds no run ({CONFIG_FILE} is missing)")
-    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir))
-
-
 def train_translation(
     config: RunConfig,
     *,
@@ -135,7 +107,8 @@ def train_translation(
 
     Args:
         resume: continue the run in ``config.out_dir`` from its latest checkpoint (use
-            :func:`resume_config` for its configuration); its tokenizers are reused.
+            :func:`qkv.tasks.run_dir.resume_config` for its configuration); its tokenizers are
+            reused.
         overwrite: start afresh in a directory that already holds a run (its outputs are
             removed first); without it such a directory is an error.
         handle_signals: on SIGINT/SIGTERM, finish the step, checkpoint and return.
@@ -145,7 +118,7 @@ def train_translation(
     dist_ = distributed or Distributed()
     out = Path(config.out_dir)
     if not resume and dist_.main:
-        _claim_run_dir(out, overwrite)
+        claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)
     corpus = load_corpus(config.data.corpus, **config.data.options)
     if resume or not dist_.main:
@@ -227,28 +200,6 @@ def train_translation(
     )
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     return TrainedTranslation(out, result, parameters)
-
-
-def _claim_run_dir(out: Path, overwrite: bool) -> None:
-    """Refuse a directory that holds another run, unless ``overwrite`` (then clear its outputs)."""
-    if out.exists() and not out.is_dir():
-        raise RunDirError(f"out_dir {out} exists and is not a directory")
-    existing = [name for name in RUN_OUTPUTS if (out / name).exists()]
-    if not existing:
-        return
-    if not overwrite:
-        raise RunDirError(
-            f"{out} already holds a run ({', '.join(existing)}); continue it with "
-            f"`qkv train --resume {out}`, start again with --overwrite, or choose another out_dir"
-        )
-    for name in existing:
-        path = out / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-
-
-def snapshot_dir(model_dir: str | Path, minutes: float) -> Path:
-    """Where the snapshot taken at ``minutes`` on the budget clock lives: ``snapshots/10min``."""
-    return Path(model_dir) / "snapshots" / f"{minutes:g}min"
 
 
 def _write_model_files(
@@ -395,24 +346,6 @@ def _device_of(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def load_model_run_config(
-    model_dir: str | Path, overrides: list[str] | None = None, *, out_dir: str | None = None
-) -> RunConfig:
-    """The run configuration saved in a model directory (``overrides`` applied, ``out_dir``
-    replaced when given); errors name the file."""
-    path = Path(model_dir) / CONFIG_FILE
-    raw = read_json(path)
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path} must hold a JSON object, got {type(raw).__name__}")
-    raw = {k: v for k, v in raw.items() if k != "snapshot"}  # the mark of a snapshot directory
-    if out_dir is not None:
-        raw["out_dir"] = out_dir
-    try:
-        return run_config_from_dict(apply_overrides(raw, overrides or []))
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: {error}") from None
-
-
 @dataclass(frozen=True)
 class EvaluationReport:
     split: str
@@ -476,12 +409,9 @@ def evaluate_translation(
 
 __all__ = [
     "EvaluationReport",
-    "RunDirError",
     "TrainedTranslation",
     "Translation",
     "Translator",
     "evaluate_translation",
-    "resume_config",
-    "snapshot_dir",
     "train_translation",
 ]

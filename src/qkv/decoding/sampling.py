@@ -1,0 +1,218 @@
+"""Generation from a decoder-only language model: greedy or sampled, token by token.
+
+Each step turns the last position's logits into the next token:
+
+1. repetition penalty (Keskar et al. 2019): the logits of tokens already in the sequence are
+   divided by ``penalty`` when positive and multiplied by it when negative;
+2. temperature: ``logits / T``; ``T = 0`` means greedy (argmax);
+3. top-k: only the ``k`` highest-scoring tokens stay;
+4. top-p (nucleus, Holtzman et al. 2020): only the smallest set of most probable tokens whose
+   probability reaches ``p`` stays;
+
+then a token is drawn from the softmax of what stays, with a ``torch.Generator`` seeded by
+``seed`` (the same seed gives the same text). Batched prompts of different lengths are
+left-padded and masked, so each row's tokens are those it would get alone.
+
+The KV cache holds every layer's keys and values, preallocated for prompt + new tokens, so a step
+feeds one token per row; ``use_cache=False`` recomputes the whole sequence every step (the
+reference the cached path is tested against).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from qkv.attention.kv_cache import KVCache
+
+
+class CausalLM(Protocol):
+    """What :func:`generate` needs of a model (:class:`qkv.models.TransformerLM` is one)."""
+
+    def __call__(
+        self,
+        ids: Tensor,
+        *,
+        keep: Tensor | None = None,
+        positions: Tensor | None = None,
+        caches: list[KVCache] | None = None,
+    ): ...
+
+    def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]: ...
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to pick each next token (see the module doc for the order they apply in).
+
+    Args:
+        max_new_tokens: the most tokens generated per prompt (>= 1).
+        temperature: ``0`` for greedy, else > 0.
+        top_k: keep the ``k`` best tokens (``None``: all).
+        top_p: keep the smallest nucleus of probability >= ``p``, in ``(0, 1]``.
+        repetition_penalty: >= 1 (``1``: none).
+        seed: seeds the sampler (``None``: PyTorch's global generator).
+    """
+
+    max_new_tokens: int = 100
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.repetition_penalty < 1.0:
+            raise ValueError(f"repetition_penalty must be >= 1, got {self.repetition_penalty}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What :func:`generate` returns.
+
+    Attributes:
+        tokens: per prompt, the generated ids (the end-of-sequence id excluded).
+        finished: per prompt, why it stopped: ``"eos"``, ``"stop"`` (the ``stop`` callback) or
+            ``"length"``.
+        logits: ``(B, N, V)`` raw logits of each generated position (with ``return_logits``).
+    """
+
+    tokens: list[list[int]]
+    finished: list[str]
+    logits: Tensor | None = None
+
+
+def generate(
+    model: CausalLM,
+    prompts: Sequence[Sequence[int]],
+    config: SamplingConfig,
+    *,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    use_cache: bool = True,
+    stop: Callable[[int, list[int]], bool] | None = None,
+    on_tokens: Callable[[Tensor], None] | None = None,
+    return_logits: bool = False,
+    device: torch.device | str | None = None,
+) -> Generation:
+    """Continue every prompt (a list of token ids, at least one each) by up to
+    ``config.max_new_tokens`` tokens.
+
+    Args:
+        eos_id: a row stops after producing it.
+        pad_id: the id left-padding uses (masked: its value never matters).
+        stop: ``stop(row, generated_ids) -> bool`` after each token, e.g. a stop string check.
+        on_tokens: called with the ``(B,)`` tokens of each step (finished rows get ``pad_id``),
+            for streaming.
+        device: where to run; default: the model's parameters' device.
+    """
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token (got an empty prompt or none)")
+    if device is None:
+        device = next(model.parameters()).device  # type: ignore[attr-defined]
+    b, longest = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((b, longest), pad_id, dtype=torch.long, device=device)  # (B, P) left-padded
+    keep = torch.zeros(b, longest, dtype=torch.bool, device=device)
+    for row, prompt in enumerate(prompts):
+        ids[row, longest - len(prompt) :] = torch.as_tensor(list(prompt), device=device)
+        keep[row, longest - len(prompt) :] = True
+    generator = None
+    if config.seed is not None:
+        generator = torch.Generator(device=device).manual_seed(config.seed)
+    caches = model.new_caches(b, longest + config.max_new_tokens) if use_cache else None
+
+    sequence, mask = ids, keep  # everything so far: (B, P + n)
+    feed = ids  # what the next forward pass reads
+    generated: list[list[int]] = [[] for _ in range(b)]
+    finished: list[str | None] = [None] * b
+    all_logits = []
+    with torch.no_grad():
+        for _ in range(config.max_new_tokens):
+            if use_cache:
+                logits = model(feed, keep=mask, caches=caches).logits[:, -1]  # (B, V)
+            else:
+                logits = model(sequence, keep=mask).logits[:, -1]
+            if return_logits:
+                all_logits.append(logits.float())
+            token = next_token(logits.float(), sequence, mask, config, generator)  # (B,)
+            done = torch.tensor([f is not None for f in finished], device=device)
+            token = token.masked_fill(done, pad_id)
+            for row in range(b):
+                if finished[row] is not None:
+                    continue
+                value = int(token[row])
+                if value == eos_id:
+                    finished[row] = "eos"
+                    continue
+                generated[row].append(value)
+                if stop is not None and stop(row, generated[row]):
+                    finished[row] = "stop"
+            if on_tokens is not None:
+                on_tokens(token)
+            if all(f is not None for f in finished):
+                break
+            feed = token[:, None]  # (B, 1)
+            sequence = torch.cat([sequence, feed], dim=1)
+            mask = torch.cat([mask, torch.ones_like(feed, dtype=torch.bool)], dim=1)
+    return Generation(
+        generated,
+        [f or "length" for f in finished],
+        torch.stack(all_logits, dim=1) if return_logits else None,
+    )
+
+
+def next_token(
+    logits: Tensor,
+    sequence: Tensor,
+    keep: Tensor,
+    config: SamplingConfig,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """The next token ``(B,)`` from the last position's ``logits (B, V)``; ``sequence (B, S)``
+    and ``keep (B, S)`` are the tokens so far (padding excluded from the repetition penalty)."""
+    if config.repetition_penalty != 1.0:
+        logits = apply_repetition_penalty(logits, sequence, keep, config.repetition_penalty)
+    if config.temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / config.temperature
+    allowed = allowed_tokens(logits, config.top_k, config.top_p)  # (B, V)
+    probs = logits.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+def apply_repetition_penalty(
+    logits: Tensor, sequence: Tensor, keep: Tensor, penalty: float
+) -> Tensor:
+    """Logits ``(B, V)`` with every token present in the (unpadded) sequence penalised."""
+    counts = torch.zeros_like(logits).scatter_add_(1, sequence, keep.to(logits.dtype))
+    seen = counts > 0  # (B, V): occurs at least once outside the padding
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalised, logits)
+
+
+def allowed_tokens(logits: Tensor, top_k: int | None, top_p: float) -> Tensor:
+    """Boolean ``(B, V)``: the tokens top-k and top-p leave (at least the best one per row)."""
+    allowed = torch.ones_like(logits, dtype=torch.bool)
+    if top_k is not None and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        allowed &= logits >= kth
+    if top_p < 1.0:
+        masked = logits.masked_fill(~allowed, float("-inf"))
+        probs, order = masked.softmax(dim=-1).sort(dim=-1, descending=True)
+        before = probs.cumsum(dim=-1) - probs  # probability mass ranked above each token
+        keep_sorted = before < top_p  # the first token always stays (before = 0)
+        nucleus = torch.zeros_like(allowed).scatter(1, order, keep_sorted)
+        allowed &= nucleus
+    return allowed

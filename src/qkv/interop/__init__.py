@@ -1,0 +1,1 @@
+"""Weights from other implementations into qkv's models (no code from them at run time)."""

@@ -1,0 +1,148 @@
+"""GPT-2 weights (Hugging Face ``GPT2LMHeadModel`` layout) into :class:`TransformerLM`.
+
+Three ways in: :func:`from_hf_gpt2` takes a live ``transformers`` model; :func:`load_gpt2` reads
+a saved Hugging Face folder (``config.json`` + ``model.safetensors``) without importing
+``transformers``; :func:`gpt2_config` maps a ``GPT2Config`` dictionary to qkv's config.
+
+The layouts differ in three ways. GPT-2's ``Conv1D`` stores weights as ``(in, out)``, the
+transpose of ``nn.Linear``; its attention projects queries, keys and values with one fused
+``c_attn`` of width ``3D``, split here into qkv's ``q_proj``/``k_proj``/``v_proj``; and its
+output head is the token embedding (tied), which is how qkv builds it too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from qkv.models.language_model import TransformerLM, TransformerLMConfig
+
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+ACTIVATIONS["relu"] = "relu"
+# GPT2Config options that change the computation in ways qkv does not implement.
+UNSUPPORTED = {
+    "scale_attn_by_inverse_layer_idx": False,
+    "reorder_and_upcast_attn": False,
+    "scale_attn_weights": True,
+    "add_cross_attention": False,
+}
+
+
+class GPT2ImportError(ValueError):
+    """The GPT-2 weights or config cannot be represented by qkv's model (the reason is named)."""
+
+
+def gpt2_config(hf: dict[str, Any]) -> TransformerLMConfig:
+    """qkv's config for a ``GPT2Config`` dictionary (``config.json`` or ``to_dict()``)."""
+    for key, expected in UNSUPPORTED.items():
+        if hf.get(key, expected) != expected:
+            raise GPT2ImportError(f"GPT-2 config {key}={hf[key]!r} is not supported")
+    activation = hf.get("activation_function", "gelu_new")
+    if activation not in ACTIVATIONS:
+        raise GPT2ImportError(
+            f"GPT-2 activation_function={activation!r} is not supported; "
+            f"known: {', '.join(ACTIVATIONS)}"
+        )
+    d_model = hf["n_embd"]
+    return TransformerLMConfig(
+        vocab_size=hf["vocab_size"],
+        max_len=hf["n_positions"],
+        d_model=d_model,
+        num_heads=hf["n_head"],
+        num_layers=hf["n_layer"],
+        d_ff=hf.get("n_inner") or 4 * d_model,
+        dropout=float(hf.get("resid_pdrop", 0.1)),
+        positions="learned",
+        activation=ACTIVATIONS[activation],
+        tie_weights=True,
+        layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+    )
+
+
+def gpt2_state_dict(hf: dict[str, Tensor], config: TransformerLMConfig) -> dict[str, Tensor]:
+    """qkv's state dict from a Hugging Face GPT-2 one (``GPT2LMHeadModel`` or ``GPT2Model``)."""
+    prefix = "transformer." if any(k.startswith("transformer.") for k in hf) else ""
+    d = config.d_model
+
+    def get(name: str) -> Tensor:
+        key = prefix + name
+        if key not in hf:
+            raise GPT2ImportError(f"GPT-2 weights lack {key!r}")
+        return hf[key]
+
+    state = {
+        "embed.weight": get("wte.weight"),
+        "positional.embedding.weight": get("wpe.weight"),
+        "blocks.norm.weight": get("ln_f.weight"),
+        "blocks.norm.bias": get("ln_f.bias"),
+    }
+    for i in range(config.num_layers):
+        h, ours = f"h.{i}.", f"blocks.layers.{i}."
+        qkv_weight = get(h + "attn.c_attn.weight").t()  # Conv1D (D, 3D) -> Linear (3D, D)
+        qkv_bias = get(h + "attn.c_attn.bias")
+        for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            state[ours + f"self_attn.{name}.weight"] = qkv_weight[j * d : (j + 1) * d]
+            state[ours + f"self_attn.{name}.bias"] = qkv_bias[j * d : (j + 1) * d]
+        pairs = {
+            "attn.c_proj": "self_attn.out_proj",
+            "mlp.c_fc": "ffn.linear1",
+            "mlp.c_proj": "ffn.linear2",
+        }
+        for theirs, mine in pairs.items():
+            state[ours + mine + ".weight"] = get(h + theirs + ".weight").t()
+            state[ours + mine + ".bias"] = get(h + theirs + ".bias")
+        for theirs, mine in (("ln_1", "norm1"), ("ln_2", "norm2")):
+            state[ours + mine + ".weight"] = get(h + theirs + ".weight")
+            state[ours + mine + ".bias"] = get(h + theirs + ".bias")
+    head = hf.get("lm_head.weight")
+    if head is not None and not torch.equal(head, state["embed.weight"]):
+        raise GPT2ImportError("lm_head.weight differs from wte.weight: an untied head")
+    state["output_proj.weight"] = state["embed.weight"]
+    return {k: v.contiguous() for k, v in state.items()}
+
+
+def _load(config: TransformerLMConfig, weights: dict[str, Tensor]) -> TransformerLM:
+    model = TransformerLM(config)
+    state = gpt2_state_dict(weights, config)
+    expected = model.state_dict()
+    for key, tensor in state.items():
+        if tensor.shape != expected[key].shape:
+            raise GPT2ImportError(
+                f"{key}: GPT-2 weight of shape {tuple(tensor.shape)}, the config needs "
+                f"{tuple(expected[key].shape)}"
+            )
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def from_hf_gpt2(hf_model: Any) -> TransformerLM:
+    """A :class:`TransformerLM` with the weights of a ``transformers`` GPT-2 model (eval mode)."""
+    config = gpt2_config(hf_model.config.to_dict())
+    weights = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
+    return _load(config, weights)
+
+
+def load_gpt2(folder: str | Path) -> TransformerLM:
+    """A :class:`TransformerLM` from a saved Hugging Face GPT-2 folder (``config.json`` and
+    ``model.safetensors``), read with ``safetensors`` alone (eval mode)."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).is_file():
+            raise GPT2ImportError(f"{folder} has no {name}: not a saved GPT-2 model folder")
+    try:
+        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise GPT2ImportError(f"{folder / 'config.json'}: {error}") from None
+    if hf.get("model_type") != "gpt2":
+        raise GPT2ImportError(f"{folder} holds a {hf.get('model_type')!r} model, not gpt2")
+    try:
+        weights = load_file(str(folder / "model.safetensors"))
+    except Exception as error:  # safetensors raises its own error types for corrupt files
+        raise GPT2ImportError(f"{folder / 'model.safetensors'} cannot be read: {error}") from None
+    return _load(gpt2_config(hf), {k: v.float() for k, v in weights.items()})

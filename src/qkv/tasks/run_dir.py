@@ -1,0 +1,104 @@
+"""A run directory: what a training run writes, how a new run claims one, and how a stopped run
+or a trained model's configuration is read back. Shared by every task.
+
+    config.json             the run configuration (task, model, data, training, decoding)
+    model.safetensors       the best weights
+    *tokenizer*.json        the vocabularies
+    metrics.csv, tensorboard/, checkpoints/, snapshots/, results.json
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from qkv.tasks.run_config import RunConfig, apply_overrides, run_config_from_dict
+from qkv.training.checkpoint import CheckpointError, read_json
+from qkv.training.metrics_log import TENSORBOARD_DIR
+from qkv.training.state import CHECKPOINTS
+
+CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
+TOKENIZER_FILE = "tokenizer.json"  # a language model's one vocabulary
+
+
+class RunDirError(ValueError):
+    """The run directory cannot be used as asked (it holds another run, or nothing to resume)."""
+
+
+# What a fresh run writes into its directory (removed by ``overwrite=True``).
+RUN_OUTPUTS = (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    SOURCE_TOKENIZER,
+    TOKENIZER_FILE,
+    TARGET_TOKENIZER,
+    "metrics.csv",
+    "results.json",
+    "snapshots",
+    CHECKPOINTS,
+    TENSORBOARD_DIR,
+)
+
+
+def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """The configuration a run in ``run_dir`` was started with, with ``overrides`` applied to
+    its ``train`` section only (to extend a budget, say); the model and data cannot change."""
+    run_dir = Path(run_dir)
+    for item in overrides or []:
+        if not item.strip().startswith("train."):
+            raise RunDirError(
+                f"--set {item}: a resumed run keeps its model, data and decoding; only train.* "
+                "settings (budgets, evaluation, checkpoints) can change"
+            )
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunDirError(f"nothing to resume: {run_dir} holds no run ({CONFIG_FILE} is missing)")
+    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir))
+
+
+def claim_run_dir(out: Path, overwrite: bool) -> None:
+    """Refuse a directory that holds another run, unless ``overwrite`` (then clear its outputs)."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"out_dir {out} exists and is not a directory")
+    existing = [name for name in RUN_OUTPUTS if (out / name).exists()]
+    if not existing:
+        return
+    if not overwrite:
+        raise RunDirError(
+            f"{out} already holds a run ({', '.join(existing)}); continue it with "
+            f"`qkv train --resume {out}`, start again with --overwrite, or choose another out_dir"
+        )
+    for name in existing:
+        path = out / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def snapshot_dir(model_dir: str | Path, minutes: float) -> Path:
+    """Where the snapshot taken at ``minutes`` on the budget clock lives: ``snapshots/10min``."""
+    return Path(model_dir) / "snapshots" / f"{minutes:g}min"
+
+
+def load_model_run_config(
+    model_dir: str | Path, overrides: list[str] | None = None, *, out_dir: str | None = None
+) -> RunConfig:
+    """The run configuration saved in a model directory (``overrides`` applied, ``out_dir``
+    replaced when given); errors name the file."""
+    path = Path(model_dir) / CONFIG_FILE
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path} must hold a JSON object, got {type(raw).__name__}")
+    raw = {k: v for k, v in raw.items() if k != "snapshot"}  # the mark of a snapshot directory
+    if out_dir is not None:
+        raw["out_dir"] = out_dir
+    try:
+        return run_config_from_dict(apply_overrides(raw, overrides or []))
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: {error}") from None
+
+
+def model_task(model_dir: str | Path) -> str:
+    """The task of the model in ``model_dir`` (``translation`` or ``language_model``)."""
+    directory = Path(model_dir)
+    if not (directory / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
+    return load_model_run_config(directory).task

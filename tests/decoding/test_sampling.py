@@ -1,0 +1,145 @@
+"""Language-model generation: the cache changes nothing, padding changes nothing, sampling never
+leaves the top-k / top-p set, seeds reproduce, and the repetition penalty is the paper's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from qkv.decoding.sampling import (
+    SamplingConfig,
+    allowed_tokens,
+    apply_repetition_penalty,
+    generate,
+    next_token,
+)
+from qkv.models.language_model import TransformerLM, TransformerLMConfig
+
+V = 29
+
+
+@pytest.fixture(scope="module")
+def model() -> TransformerLM:
+    torch.manual_seed(0)
+    return TransformerLM(TransformerLMConfig.preset("tiny", V, max_len=64, positions="rotary"))
+
+
+PROMPTS = [[5, 6, 7], [8], [9, 10, 11, 12, 13, 14]]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_cached_generation_equals_uncached_in_tokens_and_logits(model, temperature):
+    config = SamplingConfig(max_new_tokens=12, temperature=temperature, top_k=10, seed=3)
+    cached = generate(model.eval(), PROMPTS, config, return_logits=True)
+    uncached = generate(model, PROMPTS, config, use_cache=False, return_logits=True)
+    assert cached.tokens == uncached.tokens
+    torch.testing.assert_close(cached.logits, uncached.logits, atol=1e-5, rtol=0)
+
+
+def test_a_prompt_gets_the_same_tokens_alone_and_in_a_padded_batch(model):
+    config = SamplingConfig(max_new_tokens=10, temperature=0.0)
+    batched = generate(model.eval(), PROMPTS, config, return_logits=True)
+    for row, prompt in enumerate(PROMPTS):
+        alone = generate(model, [prompt], config, return_logits=True)
+        assert alone.tokens[0] == batched.tokens[row]
+        torch.testing.assert_close(alone.logits[0], batched.logits[row], atol=1e-5, rtol=0)
+
+
+def test_the_same_seed_gives_the_same_text_and_another_seed_other_text(model):
+    def run(seed):
+        config = SamplingConfig(max_new_tokens=20, temperature=1.5, seed=seed)
+        return generate(model.eval(), PROMPTS, config).tokens
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)
+
+
+def test_eos_and_stop_end_a_row_and_only_that_row(model):
+    greedy = SamplingConfig(max_new_tokens=8, temperature=0.0)
+    free = generate(model.eval(), PROMPTS, greedy)
+    eos = free.tokens[0][2]
+    out = generate(model, PROMPTS, greedy, eos_id=eos)
+    assert out.tokens[0] == free.tokens[0][: free.tokens[0].index(eos)]
+    assert out.finished[0] == "eos"
+    for row in (1, 2):  # the other rows continue as before unless they produce eos themselves
+        if eos not in free.tokens[row]:
+            assert out.tokens[row] == free.tokens[row] and out.finished[row] == "length"
+    stopped = generate(model, PROMPTS, greedy, stop=lambda row, ids: row == 1 and len(ids) == 3)
+    assert stopped.tokens[1] == free.tokens[1][:3] and stopped.finished[1] == "stop"
+    assert stopped.tokens[2] == free.tokens[2]
+
+
+def test_streaming_sees_every_step(model):
+    seen = []
+    out = generate(
+        model.eval(),
+        PROMPTS,
+        SamplingConfig(max_new_tokens=5, temperature=0.0),
+        on_tokens=lambda t: seen.append(t.tolist()),
+    )
+    assert [[step[r] for step in seen] for r in range(3)] == out.tokens
+
+
+def reference_allowed(logits: np.ndarray, top_k: int | None, top_p: float) -> set[int]:
+    """The allowed set computed independently, in float64 NumPy, from the definitions."""
+    order = np.argsort(-logits, kind="stable")
+    if top_k is not None:
+        order = order[:top_k]
+    kept = logits[order]
+    probs = np.exp(kept - kept.max())
+    probs /= probs.sum()
+    allowed, mass = [], 0.0
+    for token, p in zip(order, probs, strict=True):
+        allowed.append(int(token))
+        mass += p
+        if mass >= top_p:
+            break
+    return set(allowed)
+
+
+@pytest.mark.parametrize("top_k, top_p", [(5, 1.0), (None, 0.7), (8, 0.5), (1, 1.0), (None, 0.05)])
+def test_sampling_never_draws_outside_the_allowed_set(top_k, top_p):
+    torch.manual_seed(0)
+    logits = torch.randn(4, V, dtype=torch.float64) * 2
+    config = SamplingConfig(temperature=1.0, top_k=top_k, top_p=top_p)
+    generator = torch.Generator().manual_seed(0)
+    seq, keep = torch.zeros(4, 1, dtype=torch.long), torch.ones(4, 1, dtype=torch.bool)
+    draws = torch.stack([next_token(logits, seq, keep, config, generator) for _ in range(2000)])
+    for row in range(4):
+        expected = reference_allowed(logits[row].numpy(), top_k, top_p)
+        drawn = set(draws[:, row].tolist())
+        assert drawn <= expected
+        if len(expected) <= 5:  # 2000 draws reach every token of a small set
+            assert drawn == expected
+        assert set(torch.nonzero(allowed_tokens(logits, top_k, top_p)[row]).flatten().tolist()) == (
+            expected
+        )
+
+
+def test_repetition_penalty_by_hand():
+    logits = torch.tensor([[2.0, -1.0, 0.5, -3.0]])
+    sequence = torch.tensor([[0, 1, 3, 1]])  # token 3 sits only in the padding
+    keep = torch.tensor([[True, True, False, True]])
+    out = apply_repetition_penalty(logits, sequence, keep, 2.0)
+    torch.testing.assert_close(out, torch.tensor([[1.0, -2.0, 0.5, -3.0]]))
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"temperature": -1}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_p": 0}, "top_p"),
+        ({"repetition_penalty": 0.5}, "repetition_penalty"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+    ],
+)
+def test_bad_sampling_settings_are_named(values, message):
+    with pytest.raises(ValueError, match=message):
+        SamplingConfig(**values)
+
+
+def test_an_empty_prompt_is_an_error(model):
+    with pytest.raises(ValueError, match="at least one token"):
+        generate(model, [[1], []], SamplingConfig())
