@@ -129,3 +129,21 @@ def test_bad_configs_are_named(values, message):
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown preset 'huge'; known: tiny"):
         TransformerLMConfig.preset("huge", V)
+
+
+def test_the_inference_projection_equals_training_and_follows_weight_updates():
+    model = tiny()
+    ids = torch.randint(0, V, (2, 6))
+    with torch.no_grad():
+        fast = model(ids).logits  # the transposed-copy path
+        last = model(ids, last_only=True).logits
+    slow = model(ids).logits.detach()  # grad enabled: F.linear
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+    torch.testing.assert_close(last, slow[:, -1:], atol=1e-5, rtol=0)
+    optimiser = torch.optim.SGD(model.parameters(), lr=1.0)
+    model(ids).logits.sum().backward()
+    optimiser.step()  # an in-place update of the tied weight: the cached copy must follow
+    with torch.no_grad():
+        after = model(ids).logits
+    torch.testing.assert_close(after, model(ids).logits.detach(), atol=1e-5, rtol=0)
+    assert not torch.allclose(after, fast)

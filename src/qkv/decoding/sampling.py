@@ -40,6 +40,7 @@ class CausalLM(Protocol):
         keep: Tensor | None = None,
         positions: Tensor | None = None,
         caches: list[KVCache] | None = None,
+        last_only: bool = False,
     ): ...
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]: ...
@@ -132,6 +133,7 @@ def generate(
     if config.seed is not None:
         generator = torch.Generator(device=device).manual_seed(config.seed)
     caches = model.new_caches(b, longest + config.max_new_tokens) if use_cache else None
+    padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
 
     sequence, mask = ids, keep  # everything so far: (B, P + n)
     feed = ids  # what the next forward pass reads
@@ -140,19 +142,22 @@ def generate(
     all_logits = []
     with torch.no_grad():
         for _ in range(config.max_new_tokens):
+            step_mask = mask if padded else None
             if use_cache:
-                logits = model(feed, keep=mask, caches=caches).logits[:, -1]  # (B, V)
+                out = model(feed, keep=step_mask, caches=caches, last_only=True)
             else:
-                logits = model(sequence, keep=mask).logits[:, -1]
+                out = model(sequence, keep=step_mask, last_only=True)
+            logits = out.logits[:, -1]  # (B, V)
             if return_logits:
                 all_logits.append(logits.float())
             token = next_token(logits.float(), sequence, mask, config, generator)  # (B,)
-            done = torch.tensor([f is not None for f in finished], device=device)
-            token = token.masked_fill(done, pad_id)
-            for row in range(b):
+            if any(f is not None for f in finished):
+                done = torch.tensor([f is not None for f in finished], device=device)
+                token = token.masked_fill(done, pad_id)
+            values = token.tolist()
+            for row, value in enumerate(values):
                 if finished[row] is not None:
                     continue
-                value = int(token[row])
                 if value == eos_id:
                     finished[row] = "eos"
                     continue

@@ -299,8 +299,9 @@ class LanguageModel:
                     shown[row] = visible
             return stopped
 
+        watch = check if stop or on_text is not None else None
         out: Generation = generate(
-            self.model, encoded, sampling, eos_id=EOS_ID, pad_id=PAD_ID, stop=check
+            self.model, encoded, sampling, eos_id=EOS_ID, pad_id=PAD_ID, stop=watch
         )
         return [text_of(row, ids) for row, ids in enumerate(out.tokens)]
 
