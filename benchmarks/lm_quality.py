@@ -84,13 +84,17 @@ def main() -> int:
         )
     lines += [
         "",
-        "Target: validation loss <= 1.5 nats per character within 30 minutes: "
+        "Target: validation loss <= 1.5 nats per character within 30 minutes. On the whole "
+        f"validation split the final model scores {valid.loss:.4f} "
+        + ("(met)" if valid.loss <= 1.5 else "(missed)")
+        + f" after {minutes:.1f} minutes. The validation during training scores only the first "
+        f"{config.data.valid_tokens:,} characters of the validation works (the table below), "
+        "which score lower than the whole split"
         + (
-            f"reached at step {first_under['step']}, after {float(first_under['minutes']):.1f} "
-            "minutes (validation during training scores the first "
-            f"{config.data.valid_tokens:,} characters of the validation works)."
+            f"; it passed 1.5 at step {first_under['step']}, after "
+            f"{float(first_under['minutes']):.1f} minutes."
             if first_under
-            else "not reached."
+            else "."
         ),
         "",
         "| step | minutes | validation loss |",

@@ -37,7 +37,7 @@ def test_train_generate_and_evaluate_a_character_model(tmp_path):
     for args, message in [
         (["generate", "--model", str(model), "§ ¶"], "outside this model's vocabulary"),
         (["generate", "--model", str(model), "x", "--top-p", "0"], "top_p must be in"),
-        (["generate", "--model", str(model), "x", "--max-new-tokens", "900"], "max_len"),
+        (["generate", "--model", str(model), "a" * 300], "reads at most 256"),
         (["generate", "--model", str(tmp_path / "none"), "x"], "no model directory"),
     ]:
         result = qkv(*args)

@@ -143,3 +143,18 @@ def test_bad_sampling_settings_are_named(values, message):
 def test_an_empty_prompt_is_an_error(model):
     with pytest.raises(ValueError, match="at least one token"):
         generate(model, [[1], []], SamplingConfig())
+
+
+def test_generation_runs_past_the_context_window_identically_with_and_without_the_cache(model):
+    # A 64-token context, 6-token prompts, 150 new tokens: the window shifts several times.
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12]]
+    config = SamplingConfig(max_new_tokens=150, temperature=0.0)
+    cached = generate(model.eval(), prompts, config, context=64, return_logits=True)
+    uncached = generate(model, prompts, config, context=64, use_cache=False, return_logits=True)
+    assert [len(t) for t in cached.tokens] == [150, 150]
+    assert cached.tokens == uncached.tokens
+    torch.testing.assert_close(cached.logits, uncached.logits, atol=1e-4, rtol=0)
+    free = generate(model, prompts, SamplingConfig(max_new_tokens=58, temperature=0.0))
+    assert [t[:58] for t in cached.tokens] == free.tokens  # nothing changes before the shift
+    with pytest.raises(ValueError, match="may have at most 63"):
+        generate(model, [list(range(1, 29)) * 3], config, context=64)

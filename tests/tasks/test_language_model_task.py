@@ -90,7 +90,7 @@ def test_sampling_with_a_seed_is_reproducible(trained):
     "prompt, message",
     [
         ("abc%", r"outside this model's vocabulary: \['%'\]"),
-        ("a" * 250, "exceeds the model's max_len"),
+        ("a" * 300, "reads at most 256"),
     ],
 )
 def test_bad_prompts_are_named(trained, prompt, message):

@@ -107,6 +107,7 @@ def generate(
     on_tokens: Callable[[Tensor], None] | None = None,
     return_logits: bool = False,
     device: torch.device | str | None = None,
+    context: int | None = None,
 ) -> Generation:
     """Continue every prompt (a list of token ids, at least one each) by up to
     ``config.max_new_tokens`` tokens.
@@ -118,12 +119,22 @@ def generate(
         on_tokens: called with the ``(B,)`` tokens of each step (finished rows get ``pad_id``),
             for streaming.
         device: where to run; default: the model's parameters' device.
+        context: the most tokens the model reads at once (its ``max_len``). Generation may run
+            past it: when the window is full, it keeps its newest half (with the cache: their keys
+            and values are recomputed once), and positions restart from 0 at the window's
+            start, as in any training window. The uncached path moves the window alike, so
+            both give the same tokens. ``None``: no limit.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token (got an empty prompt or none)")
     if device is None:
         device = next(model.parameters()).device  # type: ignore[attr-defined]
     b, longest = len(prompts), max(len(p) for p in prompts)
+    if context is not None and longest >= context:
+        raise ValueError(
+            f"the longest prompt has {longest} tokens; the model reads at most {context}, so a "
+            f"prompt may have at most {context - 1}"
+        )
     ids = torch.full((b, longest), pad_id, dtype=torch.long, device=device)  # (B, P) left-padded
     keep = torch.zeros(b, longest, dtype=torch.bool, device=device)
     for row, prompt in enumerate(prompts):
@@ -132,21 +143,29 @@ def generate(
     generator = None
     if config.seed is not None:
         generator = torch.Generator(device=device).manual_seed(config.seed)
-    caches = model.new_caches(b, longest + config.max_new_tokens) if use_cache else None
+    capacity = longest + config.max_new_tokens
+    if context is not None:
+        capacity = min(capacity, context)
+    caches = model.new_caches(b, capacity) if use_cache else None
     padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
 
     sequence, mask = ids, keep  # everything so far: (B, P + n)
     feed = ids  # what the next forward pass reads
+    start = 0  # the cache holds sequence[:, start:] (before feed)
     generated: list[list[int]] = [[] for _ in range(b)]
     finished: list[str | None] = [None] * b
     all_logits = []
     with torch.no_grad():
         for _ in range(config.max_new_tokens):
-            step_mask = mask if padded else None
+            if sequence.size(1) - start > capacity:  # the context is full: keep its newest half
+                start = sequence.size(1) - max(1, capacity // 2)
+                if use_cache:
+                    feed, caches = sequence[:, start:], model.new_caches(b, capacity)
+            window = mask[:, start:] if padded else None
             if use_cache:
-                out = model(feed, keep=step_mask, caches=caches, last_only=True)
+                out = model(feed, keep=window, caches=caches, last_only=True)
             else:
-                out = model(sequence, keep=step_mask, last_only=True)
+                out = model(sequence[:, start:], keep=window, last_only=True)
             logits = out.logits[:, -1]  # (B, V)
             if return_logits:
                 all_logits.append(logits.float())

@@ -273,10 +273,11 @@ class LanguageModel:
         encoded = [self.encode_prompt(p) for p in prompts]
         limit = self.model.config.max_len
         for prompt, ids in zip(prompts, encoded, strict=True):
-            if len(ids) + sampling.max_new_tokens > limit:
+            if len(ids) >= limit:
                 raise ValueError(
-                    f"prompt of {len(ids)} tokens + max_new_tokens={sampling.max_new_tokens} "
-                    f"exceeds the model's max_len={limit} (prompt starts {prompt[:40]!r})"
+                    f"the prompt has {len(ids)} tokens, but this model reads at most {limit} "
+                    f"(max_len), so a prompt may have at most {limit - 1} (it starts "
+                    f"{prompt[:40]!r})"
                 )
         shown = [""] * len(prompts)
 
@@ -301,7 +302,13 @@ class LanguageModel:
 
         watch = check if stop or on_text is not None else None
         out: Generation = generate(
-            self.model, encoded, sampling, eos_id=EOS_ID, pad_id=PAD_ID, stop=watch
+            self.model,
+            encoded,
+            sampling,
+            eos_id=EOS_ID,
+            pad_id=PAD_ID,
+            stop=watch,
+            context=limit,
         )
         return [text_of(row, ids) for row, ids in enumerate(out.tokens)]
 
