@@ -158,3 +158,19 @@ def test_generation_runs_past_the_context_window_identically_with_and_without_th
     assert [t[:58] for t in cached.tokens] == free.tokens  # nothing changes before the shift
     with pytest.raises(ValueError, match="may have at most 63"):
         generate(model, [list(range(1, 29)) * 3], config, context=64)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [dict(positions="learned"), dict(positions="rotary"), dict(positions="rotary", num_kv_heads=2)],
+    ids=["learned", "rotary", "grouped-query"],
+)
+def test_the_lean_decode_step_equals_the_module_path(variant):
+    torch.manual_seed(0)
+    lm = TransformerLM(TransformerLMConfig.preset("tiny", V, max_len=40, **variant)).eval()
+    config = SamplingConfig(max_new_tokens=60, temperature=0.0)
+    for prompts in (PROMPTS, [[5, 6, 7], [8, 9, 10]]):  # padded, and equal lengths (no mask)
+        fast = generate(lm, prompts, config, context=40, return_logits=True)
+        slow = generate(lm, prompts, config, context=40, return_logits=True, fast_step=False)
+        assert fast.tokens == slow.tokens
+        torch.testing.assert_close(fast.logits, slow.logits, atol=1e-4, rtol=0)

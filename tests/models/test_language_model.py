@@ -147,3 +147,12 @@ def test_the_inference_projection_equals_training_and_follows_weight_updates():
         after = model(ids).logits
     torch.testing.assert_close(after, model(ids).logits.detach(), atol=1e-5, rtol=0)
     assert not torch.allclose(after, fast)
+
+
+def test_decode_weights_are_reused_until_a_parameter_changes():
+    model = tiny()
+    first = model.decode_weights()
+    assert model.decode_weights() is first
+    with torch.no_grad():
+        model.blocks.layers[0].ffn.linear1.bias.add_(1.0)
+    assert model.decode_weights() is not first

@@ -108,6 +108,7 @@ def generate(
     return_logits: bool = False,
     device: torch.device | str | None = None,
     context: int | None = None,
+    fast_step: bool = True,
 ) -> Generation:
     """Continue every prompt (a list of token ids, at least one each) by up to
     ``config.max_new_tokens`` tokens.
@@ -148,6 +149,12 @@ def generate(
         capacity = min(capacity, context)
     caches = model.new_caches(b, capacity) if use_cache else None
     padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
+    # A model with a lean one-token step (TransformerLM) uses it after the prompt.
+    fast = (
+        model.decode_weights()
+        if use_cache and fast_step and hasattr(model, "decode_step")
+        else None
+    )
 
     sequence, mask = ids, keep  # everything so far: (B, P + n)
     feed = ids  # what the next forward pass reads
@@ -162,11 +169,12 @@ def generate(
                 if use_cache:
                     feed, caches = sequence[:, start:], model.new_caches(b, capacity)
             window = mask[:, start:] if padded else None
-            if use_cache:
-                out = model(feed, keep=window, caches=caches, last_only=True)
+            if fast is not None and feed.size(1) == 1:
+                logits = model.decode_step(fast, feed, caches, keep=window)  # (B, V)
+            elif use_cache:
+                logits = model(feed, keep=window, caches=caches, last_only=True).logits[:, -1]
             else:
-                out = model(sequence[:, start:], keep=window, last_only=True)
-            logits = out.logits[:, -1]  # (B, V)
+                logits = model(sequence[:, start:], keep=window, last_only=True).logits[:, -1]
             if return_logits:
                 all_logits.append(logits.float())
             token = next_token(logits.float(), sequence, mask, config, generator)  # (B,)

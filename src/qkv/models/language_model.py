@@ -28,6 +28,7 @@ from qkv.attention.rotary import RotaryEmbedding
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import LearnedPositionalEmbedding
 from qkv.layers.transformer import TransformerEncoder
+from qkv.models.language_model_decode import DecodeWeights, decode_step
 from qkv.models.outputs import LMOutput
 
 POSITIONS = ("learned", "rotary")
@@ -152,6 +153,34 @@ class TransformerLM(nn.Module):
         for block in self.blocks.layers:
             nn.init.normal_(block.self_attn.out_proj.weight, std=residual_std)
             nn.init.normal_(block.ffn.linear2.weight, std=residual_std)
+
+    def decode_weights(self) -> DecodeWeights:
+        """Weights prepared for :meth:`decode_step`: copies, kept until any parameter changes
+        (every in-place update moves a tensor's version counter)."""
+        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters())
+        cached = getattr(self, "_decode_weights", None)
+        if cached is None or cached[0] != key:
+            cached = (key, DecodeWeights(self))
+            self._decode_weights = cached
+        return cached[1]
+
+    def decode_step(
+        self,
+        weights: DecodeWeights,
+        ids: Tensor,
+        caches: list[KVCache],
+        *,
+        keep: Tensor | None = None,
+    ) -> Tensor:
+        """Logits ``(B, V)`` after one new token per row, ``ids (B, 1)``; equal to
+        ``forward(ids, keep=keep, caches=caches, last_only=True)`` in inference mode, faster."""
+        cached = caches[0].length
+        if keep is None:
+            positions = torch.tensor([cached], device=ids.device)  # (1,)
+        else:
+            positions = (keep.long().sum(dim=1) - 1).clamp(min=0)  # (B,) real tokens before
+        self._check_length(positions)
+        return decode_step(weights, ids, caches, keep=keep, positions=positions)
 
     def new_caches(
         self, batch: int, max_len: int | None = None, *, dtype: torch.dtype | None = None
