@@ -26,6 +26,11 @@ def test_train_generate_and_evaluate_a_character_model(tmp_path):
 
     result = qkv("generate", "--model", str(model), "And God said", "--max-new-tokens", "40")
     assert result.returncode == 0, result.stderr
+    half = qkv(
+        "generate", "--model", str(model), "And God said", "--max-new-tokens", "40", "--bf16"
+    )
+    assert half.returncode == 0 and half.stdout.startswith("And God said"), half.stderr
+    assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("And God said") and len(result.stdout) > 40
 
     sampled = [

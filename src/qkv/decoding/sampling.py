@@ -43,7 +43,9 @@ class CausalLM(Protocol):
         last_only: bool = False,
     ): ...
 
-    def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]: ...
+    def new_caches(
+        self, batch: int, max_len: int | None = None, *, dtype: torch.dtype | None = None
+    ) -> list[KVCache]: ...
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ def generate(
     device: torch.device | str | None = None,
     context: int | None = None,
     fast_step: bool = True,
+    weights_dtype: torch.dtype | None = None,
 ) -> Generation:
     """Continue every prompt (a list of token ids, at least one each) by up to
     ``config.max_new_tokens`` tokens.
@@ -147,14 +150,15 @@ def generate(
     capacity = longest + config.max_new_tokens
     if context is not None:
         capacity = min(capacity, context)
-    caches = model.new_caches(b, capacity) if use_cache else None
+    cache_dtype = weights_dtype
+    caches = model.new_caches(b, capacity, dtype=cache_dtype) if use_cache else None
     padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
-    # A model with a lean one-token step (TransformerLM) uses it after the prompt.
-    fast = (
-        model.decode_weights()
-        if use_cache and fast_step and hasattr(model, "decode_step")
-        else None
-    )
+    # A model with a lean decode step (TransformerLM) uses it, in weights_dtype if given.
+    fast = None
+    if use_cache and fast_step and hasattr(model, "decode_step"):
+        fast = model.decode_weights(weights_dtype or torch.float32)
+    elif weights_dtype is not None:
+        raise ValueError("weights_dtype needs the KV cache and a model with decode_step")
 
     sequence, mask = ids, keep  # everything so far: (B, P + n)
     feed = ids  # what the next forward pass reads
@@ -167,9 +171,10 @@ def generate(
             if sequence.size(1) - start > capacity:  # the context is full: keep its newest half
                 start = sequence.size(1) - max(1, capacity // 2)
                 if use_cache:
-                    feed, caches = sequence[:, start:], model.new_caches(b, capacity)
+                    feed = sequence[:, start:]
+                    caches = model.new_caches(b, capacity, dtype=cache_dtype)
             window = mask[:, start:] if padded else None
-            if fast is not None and feed.size(1) == 1:
+            if fast is not None:
                 logits = model.decode_step(fast, feed, caches, keep=window)  # (B, V)
             elif use_cache:
                 logits = model(feed, keep=window, caches=caches, last_only=True).logits[:, -1]

@@ -136,7 +136,8 @@ class LearnedPositionalEmbedding(nn.Module):
         """
         if positions.dtype.is_floating_point or positions.dtype.is_complex:
             raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
-        if positions.numel():
+        # The range check reads values back; under torch.compile it would break the graph.
+        if positions.numel() and not torch.compiler.is_compiling():
             low, high = int(positions.min()), int(positions.max())
             if low < 0 or high >= self.max_len:
                 raise ValueError(

@@ -154,13 +154,13 @@ class TransformerLM(nn.Module):
             nn.init.normal_(block.self_attn.out_proj.weight, std=residual_std)
             nn.init.normal_(block.ffn.linear2.weight, std=residual_std)
 
-    def decode_weights(self) -> DecodeWeights:
-        """Weights prepared for :meth:`decode_step`: copies, kept until any parameter changes
-        (every in-place update moves a tensor's version counter)."""
-        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in self.parameters())
+    def decode_weights(self, dtype: torch.dtype = torch.float32) -> DecodeWeights:
+        """Weights prepared for :meth:`decode_step` in ``dtype``: copies, kept until any
+        parameter changes (every in-place update moves a tensor's version counter)."""
+        key = (dtype, *((p.data_ptr(), p._version, p.device) for p in self.parameters()))
         cached = getattr(self, "_decode_weights", None)
         if cached is None or cached[0] != key:
-            cached = (key, DecodeWeights(self))
+            cached = (key, DecodeWeights(self, dtype))
             self._decode_weights = cached
         return cached[1]
 
@@ -172,13 +172,11 @@ class TransformerLM(nn.Module):
         *,
         keep: Tensor | None = None,
     ) -> Tensor:
-        """Logits ``(B, V)`` after one new token per row, ``ids (B, 1)``; equal to
-        ``forward(ids, keep=keep, caches=caches, last_only=True)`` in inference mode, faster."""
-        cached = caches[0].length
-        if keep is None:
-            positions = torch.tensor([cached], device=ids.device)  # (1,)
-        else:
-            positions = (keep.long().sum(dim=1) - 1).clamp(min=0)  # (B,) real tokens before
+        """Logits ``(B, V)`` after ``ids (B, T)`` (a prompt, or one new token per row); with
+        float32 weights equal to ``forward(ids, keep=keep, caches=caches, last_only=True)`` in
+        inference mode, and faster."""
+        cached, t = caches[0].length, ids.size(1)
+        positions = default_positions(keep, cached, t, ids.device)  # (T,) or (B, T)
         self._check_length(positions)
         return decode_step(weights, ids, caches, keep=keep, positions=positions)
 

@@ -1,4 +1,5 @@
-"""The one-token decode step of :class:`TransformerLM`, lean enough for generation on a CPU.
+"""The decode step of :class:`TransformerLM` (a prompt, then one token at a time), lean enough
+for generation on a CPU.
 
 Generating one token reads every weight once and does little arithmetic, so its cost is memory
 traffic plus Python overhead, not FLOPs. The module path (``model(ids, caches=...)``) pays for
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from qkv.attention.kv_cache import KVCache
+from qkv.attention.masks import causal_mask, combine_masks
 from qkv.layers.feedforward import ACTIVATIONS
 
 
@@ -42,26 +44,30 @@ class _Layer:
     fc2_bias: Tensor | None
 
 
-def _t(linear: torch.nn.Linear) -> tuple[Tensor, Tensor | None]:
-    bias = None if linear.bias is None else linear.bias.detach()
-    return linear.weight.detach().t().contiguous(), bias
+def _t(linear: torch.nn.Linear, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
+    bias = None if linear.bias is None else linear.bias.detach().to(dtype)
+    return linear.weight.detach().t().to(dtype).contiguous(), bias
 
 
 class DecodeWeights:
-    """Transposed, fused copies of a :class:`TransformerLM`'s weights for :func:`decode_step`."""
+    """Transposed, fused copies of a :class:`TransformerLM`'s weights for :func:`decode_step`,
+    in ``dtype`` (bfloat16 halves the bytes each token reads; LayerNorms and the residual
+    stream stay float32)."""
 
-    def __init__(self, model) -> None:
-        self.model = model
+    def __init__(self, model, dtype: torch.dtype = torch.float32) -> None:
+        self.model, self.dtype = model, dtype
         layers = []
         for block in model.blocks.layers:
             att, ffn = block.self_attn, block.ffn
             weights = [att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]
-            qkv_t = torch.cat([w.detach() for w in weights], dim=0).t().contiguous()
+            qkv_t = torch.cat([w.detach() for w in weights], dim=0).t().to(dtype).contiguous()
             biases = [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias]
-            qkv_bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
-            out_t, out_bias = _t(att.out_proj)
-            fc1_t, fc1_bias = _t(ffn.linear1)
-            fc2_t, fc2_bias = _t(ffn.linear2)
+            qkv_bias = None
+            if biases[0] is not None:
+                qkv_bias = torch.cat([b.detach() for b in biases]).to(dtype)
+            out_t, out_bias = _t(att.out_proj, dtype)
+            fc1_t, fc1_bias = _t(ffn.linear1, dtype)
+            fc2_t, fc2_bias = _t(ffn.linear2, dtype)
             layers.append(
                 _Layer(
                     (block.norm1.weight.detach(), block.norm1.bias.detach()),
@@ -79,11 +85,12 @@ class DecodeWeights:
         self.layers = layers
         norm = model.blocks.norm
         self.final_norm = (norm.weight.detach(), norm.bias.detach())
-        self.output_t = model.output_proj.weight.detach().t().contiguous()  # (D, V)
+        self.output_t = model.output_proj.weight.detach().t().to(dtype).contiguous()  # (D, V)
         self.activation = ACTIVATIONS[model.config.activation]
 
 
 def _linear(x: Tensor, weight_t: Tensor, bias: Tensor | None) -> Tensor:
+    """``x (N, D_in) @ weight_t (D_in, D_out) + bias``."""
     return x @ weight_t if bias is None else torch.addmm(bias, x, weight_t)
 
 
@@ -95,38 +102,47 @@ def decode_step(
     keep: Tensor | None,
     positions: Tensor,
 ) -> Tensor:
-    """Logits ``(B, V)`` of the token after ``ids (B, 1)``, appending to ``caches``.
+    """Logits ``(B, V)`` (float32) for the position after the last of ``ids (B, T)``, appending
+    the ``T`` new keys and values to ``caches`` (which must hold ``weights.dtype``).
 
-    ``keep``: ``(B, cached + 1)`` boolean over the cached keys and this one (``None``: all
-    real); ``positions``: ``(B,)`` position of each new token, or ``(1,)`` shared by all.
+    ``keep``: ``(B, cached + T)`` boolean over the cached keys and the new ones (``None``: all
+    real); ``positions``: ``(B, T)`` per row, or ``(T,)`` shared by all. A padding query (left
+    padding in a prompt) attends to itself, so every row stays finite; no real token ever
+    attends to padding.
     """
     model = weights.model
     c = model.config
-    b = ids.size(0)
+    b, t = ids.shape
     h, hkv, dh = c.num_heads, c.num_kv_heads or c.num_heads, c.head_dim
-    eps = c.layer_norm_eps
-    x = model.embed.weight[ids[:, 0]]  # (B, D)
+    eps, dtype, width = c.layer_norm_eps, weights.dtype, c.d_model
+    x = model.embed.weight[ids]  # (B, T, D) float32: the residual stream
     if model.positional is not None:
-        x = x + model.positional.embedding.weight[positions.reshape(-1)].expand_as(x)
-    mask = None if keep is None else keep[:, None, None, :]  # (B, 1, 1, S)
+        x = x + model.positional.embedding.weight[positions]
+    s = caches[0].length + t
+    mask = None
+    if t > 1:  # bottom-right causal, plus each query's own key
+        mask = causal_mask(t, s, device=ids.device)  # (T, S)
+    if keep is not None:
+        own = torch.zeros(t, s, dtype=torch.bool, device=ids.device)
+        own[:, s - t :] = torch.eye(t, dtype=torch.bool, device=ids.device)
+        mask = combine_masks(mask, keep[:, None, None, :]) | own  # (B, 1, T, S)
     rotary = model.blocks.layers[0].self_attn.rotary
-    # (T,) = (1,) shared by the batch, or (B, T) = (B, 1) per row, as RotaryEmbedding takes them
-    rotary_positions = positions.reshape(-1, 1) if positions.numel() > 1 else positions.reshape(1)
     for layer, cache in zip(weights.layers, caches, strict=True):
-        y = F.layer_norm(x, (c.d_model,), *layer.norm1, eps)
-        qkv = _linear(y, layer.qkv_t, layer.qkv_bias)  # (B, (H + 2 Hkv) Dh)
-        q = qkv[:, : h * dh].view(b, h, 1, dh)
-        k = qkv[:, h * dh : (h + hkv) * dh].view(b, hkv, 1, dh)
-        v = qkv[:, (h + hkv) * dh :].view(b, hkv, 1, dh)
+        y = F.layer_norm(x, (width,), *layer.norm1, eps).to(dtype).view(b * t, width)
+        qkv = _linear(y, layer.qkv_t, layer.qkv_bias).view(b, t, h + 2 * hkv, dh)
+        q = qkv[:, :, :h].transpose(1, 2)  # (B, H, T, Dh)
+        k = qkv[:, :, h : h + hkv].transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = qkv[:, :, h + hkv :].transpose(1, 2)
         if rotary is not None:
-            q, k = rotary(q, rotary_positions), rotary(k, rotary_positions)
+            q, k = rotary(q, positions), rotary(k, positions)
         k, v = cache.update(k, v)  # (B, Hkv, S, Dh)
         context = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, enable_gqa=h != hkv
-        )  # (B, H, 1, Dh)
-        x = x + _linear(context.reshape(b, h * dh), layer.out_t, layer.out_bias)
-        y = F.layer_norm(x, (c.d_model,), *layer.norm2, eps)
+        )  # (B, H, T, Dh)
+        context = context.transpose(1, 2).reshape(b * t, h * dh)
+        x = x + _linear(context, layer.out_t, layer.out_bias).view(b, t, width).float()
+        y = F.layer_norm(x, (width,), *layer.norm2, eps).to(dtype).view(b * t, width)
         hidden = weights.activation(_linear(y, layer.fc1_t, layer.fc1_bias))
-        x = x + _linear(hidden, layer.fc2_t, layer.fc2_bias)
-    x = F.layer_norm(x, (c.d_model,), *weights.final_norm, eps)
-    return x @ weights.output_t  # (B, V)
+        x = x + _linear(hidden, layer.fc2_t, layer.fc2_bias).view(b, t, width).float()
+    last = F.layer_norm(x[:, -1], (width,), *weights.final_norm, eps).to(dtype)  # (B, D)
+    return (last @ weights.output_t).float()  # (B, V)

@@ -266,9 +266,11 @@ class LanguageModel:
         *,
         stop: Sequence[str] = (),
         on_text: Callable[[int, str], None] | None = None,
+        weights_dtype: torch.dtype | None = None,
     ) -> list[str]:
         """Continue each prompt; ``stop`` strings end a row (and are cut off);
-        ``on_text(row, new_text)`` streams text as it is produced."""
+        ``on_text(row, new_text)`` streams text as it is produced; ``weights_dtype``
+        (``torch.bfloat16``) halves the memory each token reads."""
         sampling = sampling or self.config.decode  # type: ignore[assignment]
         encoded = [self.encode_prompt(p) for p in prompts]
         limit = self.model.config.max_len
@@ -309,6 +311,7 @@ class LanguageModel:
             pad_id=PAD_ID,
             stop=watch,
             context=limit,
+            weights_dtype=weights_dtype,
         )
         return [text_of(row, ids) for row, ids in enumerate(out.tokens)]
 
