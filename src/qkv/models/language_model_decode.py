@@ -7,8 +7,10 @@ generality: a module call, shape and mask validation, and three separate project
 attention layer. This step computes the same function in inference mode with
 
 - one fused query/key/value projection per layer (one matrix product instead of three);
-- every weight stored transposed and contiguous, ``(D_in, D_out)``: a product with one row then
-  reads the weight in storage order, 2-3x faster than ``F.linear`` on this kind of CPU;
+- every weight laid out for the fastest kernel of its dtype (:func:`_layout`): float32 weights
+  transposed to ``(D_in, D_out)``, so a product with one row reads them in storage order, 2-3x
+  faster than ``F.linear`` on this kind of CPU; bfloat16 weights as they are, read by the
+  matrix-vector kernel for a single row;
 - direct calls of ``layer_norm``, ``scaled_dot_product_attention`` and ``addmm``.
 
 The prepared weights are copies taken when :class:`DecodeWeights` is built;
@@ -44,9 +46,17 @@ class _Layer:
     fc2_bias: Tensor | None
 
 
+def _layout(weight: Tensor, dtype: torch.dtype) -> Tensor:
+    """The weight ``(D_out, D_in)`` as :func:`_linear` reads it fastest in ``dtype``: float32
+    transposed to ``(D_in, D_out)``; other dtypes as they are (their matrix-vector kernel reads
+    ``(D_out, D_in)`` at full memory bandwidth, their ``x @ W.T`` kernel does not)."""
+    weight = weight.detach().to(dtype)
+    return (weight.t() if dtype == torch.float32 else weight).contiguous()
+
+
 def _t(linear: torch.nn.Linear, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
     bias = None if linear.bias is None else linear.bias.detach().to(dtype)
-    return linear.weight.detach().t().to(dtype).contiguous(), bias
+    return _layout(linear.weight, dtype), bias
 
 
 class DecodeWeights:
@@ -60,7 +70,7 @@ class DecodeWeights:
         for block in model.blocks.layers:
             att, ffn = block.self_attn, block.ffn
             weights = [att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]
-            qkv_t = torch.cat([w.detach() for w in weights], dim=0).t().to(dtype).contiguous()
+            qkv_t = _layout(torch.cat([w.detach() for w in weights], dim=0), dtype)
             biases = [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias]
             qkv_bias = None
             if biases[0] is not None:
@@ -85,13 +95,18 @@ class DecodeWeights:
         self.layers = layers
         norm = model.blocks.norm
         self.final_norm = (norm.weight.detach(), norm.bias.detach())
-        self.output_t = model.output_proj.weight.detach().t().to(dtype).contiguous()  # (D, V)
+        self.output_t = _layout(model.output_proj.weight, dtype)  # (D, V) or (V, D)
         self.activation = ACTIVATIONS[model.config.activation]
 
 
-def _linear(x: Tensor, weight_t: Tensor, bias: Tensor | None) -> Tensor:
-    """``x (N, D_in) @ weight_t (D_in, D_out) + bias``."""
-    return x @ weight_t if bias is None else torch.addmm(bias, x, weight_t)
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x (N, D_in)`` through a weight laid out by :func:`_layout`: ``(N, D_out)``."""
+    if x.dtype == torch.float32:  # weight (D_in, D_out)
+        return x @ weight if bias is None else torch.addmm(bias, x, weight)
+    if x.size(0) == 1:  # one row: the matrix-vector kernel, weight (D_out, D_in)
+        out = torch.mv(weight, x[0])
+        return (out if bias is None else out + bias)[None]
+    return F.linear(x, weight, bias)
 
 
 def decode_step(
@@ -145,4 +160,4 @@ def decode_step(
         hidden = weights.activation(_linear(y, layer.fc1_t, layer.fc1_bias))
         x = x + _linear(hidden, layer.fc2_t, layer.fc2_bias).view(b, t, width).float()
     last = F.layer_norm(x[:, -1], (width,), *weights.final_norm, eps).to(dtype)  # (B, D)
-    return (last @ weights.output_t).float()  # (B, V)
+    return _linear(last, weights.output_t, None).float()  # (B, V)
