@@ -112,3 +112,20 @@ def test_batches_are_a_deterministic_permutation_of_windows():
     assert [x.inputs.tolist() for x in other] != [x.inputs.tolist() for x in a]
     with pytest.raises(ValueError, match="fewer than one window"):
         next(lm_batches(torch.arange(5), block_size=9, batch_size=4))
+
+
+def test_a_byte_level_bpe_model_trains_generates_and_counts_characters(tmp_path):
+    torch.set_num_threads(1)
+    text = tmp_path / "alphabet.txt"
+    cfg = config(tmp_path, max_steps=20, eval_every=20)
+    raw = cfg.to_dict()
+    raw["data"] = {**raw["data"], "tokenizer": "bpe", "vocab_size": 300}
+    result = train_language_model(run_config_from_dict(raw))
+    lm = LanguageModel.load(result.model_dir)
+    assert text.is_file() and lm.tokenizer.vocab_size <= 300
+    (out,) = lm.generate(["abc"], SamplingConfig(max_new_tokens=5, temperature=0.0))
+    assert isinstance(out, str)
+    scores = lm.evaluate("valid")
+    assert scores.chars > scores.tokens  # merges: more than one character per token
+    total_bits = scores.loss * scores.tokens / math.log(2)
+    assert scores.bits_per_char == pytest.approx(total_bits / scores.chars)
