@@ -58,6 +58,8 @@ except ImportError:  # not installed: use the source tree next to this script
     sys.path.insert(0, str(ROOT / "src"))
     import qkv.attention as qa
 
+from report_section import log, splice  # noqa: E402
+
 BEGIN, END = "<!-- attention:begin -->", "<!-- attention:end -->"
 D_MODEL, HEADS = 512, 8
 HEAD_DIM = D_MODEL // HEADS
@@ -389,10 +391,6 @@ class CpuShare:
             return None
         elapsed = (time.perf_counter() - t0) * (os.cpu_count() or 1)
         return max(0.0, (busy1 - busy0) - (self._ours() - ours0)) / max(elapsed, 1e-9)
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1291,17 +1289,7 @@ def render(
 
 
 def write_report(path: Path, section: str) -> None:
-    if path.exists():
-        text = path.read_text()
-        start, stop = text.find(BEGIN), text.find(END)
-        if start != -1 and stop > start:
-            text = text[:start] + section.rstrip("\n") + text[stop + len(END) :]
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = "# Benchmarks\n\n" + section
-    path.write_text(text)
+    splice(path, section, BEGIN, END)
 
 
 def json_ready(obj):

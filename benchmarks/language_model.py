@@ -32,9 +32,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from report_section import log, splice
+
 from qkv.decoding.sampling import SamplingConfig, generate
 from qkv.interop.gpt2 import from_hf_gpt2
-from qkv.io import atomic_write
 from qkv.tasks.length_study import machine_description
 
 BEGIN, END = "<!-- language-model:begin -->", "<!-- language-model:end -->"
@@ -42,10 +43,6 @@ SHAPES = {
     "gpt-6x384-16k": dict(n_layer=6, n_embd=384, n_head=6, vocab_size=16384, n_positions=1024),
     "gpt2-small": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
 }
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def hf_model(shape: str):
@@ -235,16 +232,6 @@ def report(results: dict, command: str, minutes: float) -> str:
     return "\n".join([*lines, "", END])
 
 
-def splice(path: Path, section: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmarks\n"
-    start, stop = text.find(BEGIN), text.find(END)
-    if start >= 0 and stop > start:
-        text = text[:start] + section + text[stop + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
-
-
 def main() -> int:
     import transformers
 
@@ -272,7 +259,7 @@ def main() -> int:
     for mode in args.train_modes.split(","):
         results["training"].append(training("gpt-6x384-16k", mode, args.train_steps, 2))
     section = report(results, command, (time.perf_counter() - began) / 60)
-    splice(args.out, section)
+    splice(args.out, section, BEGIN, END)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     print(section)

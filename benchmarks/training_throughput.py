@@ -29,9 +29,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from report_section import log, splice
+
 from qkv.data import batches, encode_pairs, load_corpus
 from qkv.data.vocab import PAD_ID
-from qkv.io import atomic_write
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
@@ -49,10 +50,6 @@ def markers(device_type: str) -> tuple[str, str]:
 
 DEFAULT_CONFIGS = ("configs/transformer.yaml", "configs/rnn-bahdanau.yaml")
 DEFAULT_MODES = ("fp32", "bf16", "fp32+compile", "bf16+compile")
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def prepare(config_path: str, overrides: list[str], n_batches: int):
@@ -165,18 +162,6 @@ def report(results: dict, args: argparse.Namespace, command: str, minutes: float
     if args.note:
         lines += [args.note, ""]
     return "\n".join([*lines, end])
-
-
-def splice(path: Path, section: str, begin: str, end: str) -> None:
-    """Replace the section between ``begin`` and ``end`` of ``path`` (or append it), leaving
-    the rest alone."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmarks\n"
-    start, stop = text.find(begin), text.find(end)
-    if start >= 0 and stop > start:
-        text = text[:start] + section + text[stop + len(end) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    atomic_write(path, lambda handle: handle.write(text), mode="w")
 
 
 def main() -> int:

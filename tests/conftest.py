@@ -2,9 +2,21 @@
 
 import os
 
+import pytest
 import torch
 
 # Under pytest-xdist every worker would start one thread per core: two workers on two cores would
 # oversubscribe the CPU and slow training tests many times over. One thread per worker.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """For modules of tiny tensors (``pytestmark = pytest.mark.usefixtures("one_thread")``): a
+    second intra-op thread only adds synchronisation, which costs seconds per test on a busy
+    2-core machine. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

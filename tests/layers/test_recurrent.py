@@ -21,14 +21,7 @@ from qkv.layers.recurrent import (
 LENGTHS = torch.tensor([3, 6, 1, 4])  # unsorted on purpose: packing must restore the order
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tensors are tiny: a second intra-op thread only adds synchronisation, which costs
-    seconds per test on a busy 2-core machine. Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _source(vocab: int = 11, seed: int = 0) -> torch.Tensor:

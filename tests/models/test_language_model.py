@@ -21,12 +21,7 @@ def tiny(**overrides) -> TransformerLM:
     return TransformerLM(config).eval()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

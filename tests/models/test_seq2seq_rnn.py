@@ -40,14 +40,7 @@ ATT = [p for p in ALL if p.values[0] != "none"]
 TOL = dict(atol=1e-5, rtol=0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tensors are tiny: a second intra-op thread only adds synchronisation, which costs
-    seconds per test on a busy 2-core machine. Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_model(attention: str, score: str, cell: str, *, seed: int = 0, **kw) -> Seq2SeqRNN:
