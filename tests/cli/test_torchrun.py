@@ -26,14 +26,20 @@ SETTINGS = [
 ]
 
 
-def run(prefix: list[str], out: Path, accumulate: int) -> subprocess.CompletedProcess:
+def run(
+    prefix: list[str],
+    out: Path,
+    accumulate: int,
+    config: str = "configs/tiny/reverse-transformer.yaml",
+    settings: list[str] = SETTINGS,
+) -> subprocess.CompletedProcess:
     sets = [
         x
-        for s in [*SETTINGS, f"out_dir={out}", f"train.accumulate={accumulate}"]
+        for s in [*settings, f"out_dir={out}", f"train.accumulate={accumulate}"]
         for x in ("--set", s)
     ]
     return subprocess.run(
-        [*prefix, "train", "configs/tiny/reverse-transformer.yaml", "--quiet", *sets],
+        [*prefix, "train", config, "--quiet", *sets],
         cwd=ROOT,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
@@ -48,20 +54,22 @@ def final_weights(out: Path) -> dict[str, torch.Tensor]:
     return load_file(out / "checkpoints" / pointer["checkpoint"] / "model.safetensors")
 
 
+TORCHRUN = [
+    sys.executable,
+    "-m",
+    "torch.distributed.run",
+    "--standalone",
+    "--nproc_per_node",
+    "2",
+    "-m",
+    "qkv",
+]
+
+
 def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_path):
     single = run([sys.executable, "-m", "qkv"], tmp_path / "one", accumulate=2)
     assert single.returncode == 0, single.stderr
-    torchrun = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "-m",
-        "qkv",
-    ]
-    double = run(torchrun, tmp_path / "two", accumulate=1)
+    double = run(TORCHRUN, tmp_path / "two", accumulate=1)
     assert double.returncode == 0, double.stderr
     assert "on 2 processes" in double.stdout
     assert double.stdout.count("model saved in") == 1  # rank 0 alone reports and writes
@@ -71,3 +79,30 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
         torch.testing.assert_close(two[name], one[name], atol=1e-6, rtol=0, msg=name)
     changed = load_file(tmp_path / "one" / "checkpoints" / "step-000000006" / "model.safetensors")
     assert any(not torch.equal(changed[k], one[k]) for k in one)  # the steps did move the weights
+
+
+def test_a_language_model_trains_alike_on_two_processes(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"line {i}: the quick brown fox jumps\n" for i in range(2000)))
+    settings = [
+        "data.corpus=text",
+        f"data.options={{path: {text}}}",
+        "data.block_size=32",
+        "data.valid_tokens=2000",
+        "model.num_layers=1",
+        "train.batch_tokens=256",
+        "train.warmup_steps=3",
+        f"train.max_steps={STEPS}",
+        "train.eval_every=6",
+        "train.checkpoint_every=6",
+        "train.keep_checkpoints=2",
+    ]
+    config = "configs/tiny/lm-kjv-char.yaml"
+    single = run([sys.executable, "-m", "qkv"], tmp_path / "one", 2, config, settings)
+    assert single.returncode == 0, single.stderr
+    double = run(TORCHRUN, tmp_path / "two", 1, config, settings)
+    assert double.returncode == 0, double.stderr
+    assert "on 2 processes" in double.stdout
+    one, two = final_weights(tmp_path / "one"), final_weights(tmp_path / "two")
+    for name in one:
+        torch.testing.assert_close(two[name], one[name], atol=1e-6, rtol=0, msg=name)
