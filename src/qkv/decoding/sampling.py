@@ -27,6 +27,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from qkv.attention.core import masked_softmax
 from qkv.attention.kv_cache import KVCache
 
 
@@ -150,8 +151,7 @@ def generate(
     capacity = longest + config.max_new_tokens
     if context is not None:
         capacity = min(capacity, context)
-    cache_dtype = weights_dtype
-    caches = model.new_caches(b, capacity, dtype=cache_dtype) if use_cache else None
+    caches = model.new_caches(b, capacity, dtype=weights_dtype) if use_cache else None
     padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
     # A model with a lean decode step (TransformerLM) uses it, in weights_dtype if given.
     fast = None
@@ -172,7 +172,7 @@ def generate(
                 start = sequence.size(1) - max(1, capacity // 2)
                 if use_cache:
                     feed = sequence[:, start:]
-                    caches = model.new_caches(b, capacity, dtype=cache_dtype)
+                    caches = model.new_caches(b, capacity, dtype=weights_dtype)
             window = mask[:, start:] if padded else None
             if fast is not None:
                 logits = model.decode_step(fast, feed, caches, keep=window)  # (B, V)
@@ -225,7 +225,7 @@ def next_token(
         return logits.argmax(dim=-1)
     logits = logits / config.temperature
     allowed = allowed_tokens(logits, config.top_k, config.top_p)  # (B, V)
-    probs = logits.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
+    probs = masked_softmax(logits, allowed)  # disallowed tokens get probability 0
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
 
@@ -246,8 +246,7 @@ def allowed_tokens(logits: Tensor, top_k: int | None, top_p: float) -> Tensor:
         kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         allowed &= logits >= kth
     if top_p < 1.0:
-        masked = logits.masked_fill(~allowed, float("-inf"))
-        probs, order = masked.softmax(dim=-1).sort(dim=-1, descending=True)
+        probs, order = masked_softmax(logits, allowed).sort(dim=-1, descending=True)
         before = probs.cumsum(dim=-1) - probs  # probability mass ranked above each token
         keep_sorted = before < top_p  # the first token always stays (before = 0)
         nucleus = torch.zeros_like(allowed).scatter(1, order, keep_sorted)

@@ -283,8 +283,7 @@ class LanguageModel:
                 )
         shown = [""] * len(prompts)
 
-        def text_of(row: int, ids: list[int]) -> str:
-            text = self.tokenizer.decode(ids)
+        def cut_at_stop(text: str) -> str:
             for marker in stop:
                 cut = text.find(marker)
                 if cut >= 0:
@@ -293,14 +292,13 @@ class LanguageModel:
 
         def check(row: int, ids: list[int]) -> bool:
             text = self.tokenizer.decode(ids)
-            stopped = any(marker in text for marker in stop)
-            if on_text is not None:
-                visible = text_of(row, ids)
-                # Hold back an incomplete UTF-8 sequence (byte-level BPE) until it is whole.
-                if not visible.endswith("\ufffd") and len(visible) > len(shown[row]):
-                    on_text(row, visible[len(shown[row]) :])
-                    shown[row] = visible
-            return stopped
+            visible = cut_at_stop(text)
+            # Hold back an incomplete UTF-8 sequence (byte-level BPE) until it is whole.
+            whole = not visible.endswith("\ufffd")
+            if on_text is not None and whole and len(visible) > len(shown[row]):
+                on_text(row, visible[len(shown[row]) :])
+                shown[row] = visible
+            return len(visible) < len(text)  # a stop string appeared
 
         watch = check if stop or on_text is not None else None
         out: Generation = generate(
@@ -313,7 +311,7 @@ class LanguageModel:
             context=limit,
             weights_dtype=weights_dtype,
         )
-        return [text_of(row, ids) for row, ids in enumerate(out.tokens)]
+        return [cut_at_stop(self.tokenizer.decode(ids)) for ids in out.tokens]
 
     def evaluate(self, split: str = "test", *, max_tokens: int | None = None) -> LMEvaluation:
         """Perplexity and bits per character on ``split`` of the model's corpus, in windows of
