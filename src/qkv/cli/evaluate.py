@@ -1,5 +1,6 @@
 """``qkv evaluate --model DIR [--split test]``: BLEU, chrF and BLEU by source length for a
-translation model; perplexity and bits per character for a language model."""
+translation model; perplexity and bits per character for a language model; accuracy and
+macro-F1 for a classifier; token accuracy for a tagger."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="score a trained model on a split of its corpus",
         description="Translation models: translate a split of the model's corpus and print "
         "sacrebleu BLEU and chrF (with signatures), BLEU by source length, and example "
-        "translations. Language models: perplexity and bits per character on the split.",
+        "translations. Language models: perplexity and bits per character on the split. "
+        "Classifiers: accuracy, macro-F1 and per-label scores. Taggers: token accuracy, also "
+        "on words unseen in training.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("--split", default="test", choices=["train", "valid", "test"])
@@ -34,8 +37,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
-    if model_task(args.model) == "language_model":
+    task = model_task(args.model)
+    if task == "language_model":
         return run_language_model(args)
+    if task == "classification":
+        return run_classifier(args)
+    if task == "tagging":
+        return run_tagger(args)
     report = evaluate_translation(
         args.model,
         split=args.split,
@@ -65,4 +73,31 @@ def run_language_model(args: argparse.Namespace) -> int:
     print(f"{result.split}: {result.tokens:,} tokens ({result.chars:,} characters)")
     print(f"loss {result.loss:.4f} nats/token, perplexity {result.perplexity:.3f}")
     print(f"bits per character {result.bits_per_char:.4f}")
+    return 0
+
+
+def run_classifier(args: argparse.Namespace) -> int:
+    from qkv.tasks.classification import Classifier
+
+    result = Classifier.load(args.model).evaluate(args.split)
+    print(f"{result.split}: {result.examples:,} examples")
+    print(f"accuracy {result.accuracy:.4f}  macro-F1 {result.macro_f1:.4f}")
+    for label, scores in result.per_label.items():
+        print(
+            f"  {label:<12} precision {scores.precision:.3f}  recall {scores.recall:.3f}  "
+            f"F1 {scores.f1:.3f}  (n={scores.support})"
+        )
+    return 0
+
+
+def run_tagger(args: argparse.Namespace) -> int:
+    from qkv.tasks.tagging import Tagger
+
+    result = Tagger.load(args.model).evaluate(args.split)
+    print(f"{result.split}: {result.sentences:,} sentences, {result.words:,} words")
+    print(f"token accuracy {result.accuracy:.4f}")
+    if result.unseen_accuracy is not None:
+        print(
+            f"on the {result.unseen_words:,} words unseen in training: {result.unseen_accuracy:.4f}"
+        )
     return 0

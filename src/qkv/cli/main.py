@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from qkv import __version__
 from qkv.cli import (
+    classify,
     demo,
     evaluate,
     generate,
@@ -29,7 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"qkv {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (train, translate, generate, evaluate, plot_attention, plot_curves, study, demo):
+    for command in (
+        train,
+        translate,
+        generate,
+        classify,
+        evaluate,
+        plot_attention,
+        plot_curves,
+        study,
+        demo,
+    ):
         command.add_parser(subparsers)
     return parser
 

@@ -1,4 +1,5 @@
-"""``qkv plot-attention --model DIR TEXT -o FILE.png``: the alignment of one translation."""
+"""``qkv plot-attention --model DIR TEXT -o FILE.png``: the alignment of one translation, or
+the self-attention of a classifier or tagger over one sentence."""
 
 from __future__ import annotations
 
@@ -8,23 +9,28 @@ import argparse
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plot-attention",
-        help="draw the source x target attention of a translation",
-        description="Translate TEXT and draw its cross-attention: for RNN models the alignment, "
-        "for Transformers one layer averaged over heads, or every head of it with --heads.",
+        help="draw the attention of a translation, or of an encoder over a sentence",
+        description="Translation models: translate TEXT and draw its cross-attention: for RNN "
+        "models the alignment, for Transformers one layer averaged over heads, or every head of "
+        "it with --heads. Classifiers and taggers: the token x token self-attention of one "
+        "encoder layer over TEXT (averaged over heads, or every head with --heads).",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("text", help="the sentence to translate")
     parser.add_argument("-o", "--output", required=True, help="image file (.png, .svg or .pdf)")
-    parser.add_argument("--layer", type=int, default=-1, help="decoder layer (default: last)")
+    parser.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     parser.add_argument("--heads", action="store_true", help="one panel per head")
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.run_dir import model_task
     from qkv.tasks.translation import Translator
     from qkv.viz.heatmap import plot_alignment, plot_heads
 
+    if model_task(args.model) in ("classification", "tagging"):
+        return run_encoder(args)
     translator = Translator.load(args.model)
     translation, layers = translator.cross_attention(args.text, beam_size=args.beam)
     if not layers:
@@ -42,5 +48,35 @@ def run(args: argparse.Namespace) -> int:
     else:
         path = plot_alignment(weights.mean(0), src, tgt, args.output, title=title)
     print(translation.text)
+    print(f"wrote {path}")
+    return 0
+
+
+def run_encoder(args: argparse.Namespace) -> int:
+    from qkv.tasks.classification import Classifier
+    from qkv.tasks.run_dir import model_task
+    from qkv.tasks.tagging import Tagger
+    from qkv.viz.heatmap import plot_alignment, plot_heads
+
+    if model_task(args.model) == "classification":
+        classifier = Classifier.load(args.model)
+        tokens, layers = classifier.attention(args.text)
+        prediction = classifier.predict([args.text])[0]
+        summary = f"{prediction.label} ({prediction.probabilities[prediction.label]:.2f})"
+    else:
+        tagger = Tagger.load(args.model)
+        tokens, layers = tagger.attention(args.text)
+        summary = " ".join(f"{w}/{t}" for w, t in tagger.tag([args.text])[0])
+    if not layers:
+        raise ValueError(f"the model in {args.model} has no self-attention layers to plot")
+    if not -len(layers) <= args.layer < len(layers):
+        raise ValueError(f"--layer {args.layer} is out of range for {len(layers)} layers")
+    weights = layers[args.layer]  # (H, T, T)
+    title = f"layer {args.layer % len(layers)}: {args.text}"
+    if args.heads:
+        path = plot_heads(weights, tokens, tokens, args.output, title=title)
+    else:
+        path = plot_alignment(weights.mean(0), tokens, tokens, args.output, title=title)
+    print(summary)
     print(f"wrote {path}")
     return 0

@@ -51,9 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.classification import train_classifier
     from qkv.tasks.language_model import train_language_model
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.run_dir import resume_config
+    from qkv.tasks.tagging import train_tagger
     from qkv.tasks.translation import train_translation
     from qkv.training.distributed import from_environment, shutdown
     from qkv.training.trainer import resolve_device
@@ -82,7 +84,12 @@ def run(args: argparse.Namespace) -> int:
     )
     say(f"{verb} {config.name} ({config.family}) in {where}")
     try:
-        task = train_language_model if config.task == "language_model" else train_translation
+        task = {
+            "translation": train_translation,
+            "language_model": train_language_model,
+            "classification": train_classifier,
+            "tagging": train_tagger,
+        }[config.task]
         trained = task(
             config,
             progress=not args.quiet,

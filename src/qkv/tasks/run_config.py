@@ -74,6 +74,51 @@ class LMDataConfig:
 
 
 @dataclass(frozen=True)
+class EncoderDataConfig:
+    """An encoder task's data: a labelled corpus and its vocabulary.
+
+    ``tokenizer``: ``bpe`` (trained on the training text, ``vocab_size`` ids) or ``pretrained``
+    (the vocabulary of ``model.pretrained``, which a fine-tuned model must use); ``max_len``: the
+    most ids per input, specials included (longer texts are cut; long sentences to tag are
+    split into windows of whole words)."""
+
+    corpus: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str = "bpe"
+    vocab_size: int = 8000
+    max_len: int = 128
+
+    def __post_init__(self) -> None:
+        if self.tokenizer not in ("bpe", "pretrained"):
+            raise ValueError(f"data.tokenizer must be bpe or pretrained, got {self.tokenizer!r}")
+        if self.vocab_size < 16:
+            raise ValueError(f"data.vocab_size must be >= 16, got {self.vocab_size}")
+        if self.max_len < 3:
+            raise ValueError(f"data.max_len must be >= 3, got {self.max_len}")
+
+
+@dataclass(frozen=True)
+class ClassificationDataConfig(EncoderDataConfig):
+    corpus: str = "rotten_tomatoes"  # rotten_tomatoes, pang_lee, or file (options: {path: ...})
+
+
+@dataclass(frozen=True)
+class TaggingDataConfig(EncoderDataConfig):
+    corpus: str = "pos"  # pos (OANC train, WSJ gold test), or file (options: {train: ...})
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    """How a classifier or tagger is run on many inputs."""
+
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"decode.batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
 class DecodeConfig:
     beam_size: int = 4
     length_penalty: float = 0.6
@@ -99,15 +144,17 @@ class DecodeConfig:
 @dataclass(frozen=True)
 class RunConfig:
     """``task`` decides the ``data`` and ``decode`` sections: translation (:class:`DataConfig`,
-    :class:`DecodeConfig`) or language_model (:class:`LMDataConfig`, :class:`SamplingConfig`)."""
+    :class:`DecodeConfig`), language_model (:class:`LMDataConfig`, :class:`SamplingConfig`),
+    classification or tagging (:class:`ClassificationDataConfig` / :class:`TaggingDataConfig`,
+    :class:`PredictConfig`)."""
 
     name: str
     out_dir: str
     family: str
     model: dict[str, Any]
-    data: DataConfig | LMDataConfig = field(default_factory=DataConfig)
+    data: DataConfig | LMDataConfig | EncoderDataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig | SamplingConfig = field(default_factory=DecodeConfig)
+    decode: DecodeConfig | SamplingConfig | PredictConfig = field(default_factory=DecodeConfig)
     task: str = "translation"
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,8 +173,19 @@ class RunConfig:
 TASKS: dict[str, dict[str, type]] = {
     "translation": {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig},
     "language_model": {"data": LMDataConfig, "train": TrainConfig, "decode": SamplingConfig},
+    "classification": {
+        "data": ClassificationDataConfig,
+        "train": TrainConfig,
+        "decode": PredictConfig,
+    },
+    "tagging": {"data": TaggingDataConfig, "train": TrainConfig, "decode": PredictConfig},
 }
-FAMILIES = {"translation": "seq2seq_rnn or transformer", "language_model": "transformer_lm"}
+FAMILIES = {
+    "translation": "seq2seq_rnn or transformer",
+    "language_model": "transformer_lm",
+    "classification": "encoder_classifier",
+    "tagging": "sequence_tagger",
+}
 
 
 def _section(name: str, cls: type, values: Any) -> Any:

@@ -4,6 +4,7 @@ or a trained model's configuration is read back. Shared by every task.
     config.json             the run configuration (task, model, data, training, decoding)
     model.safetensors       the best weights
     *tokenizer*.json        the vocabularies
+    labels.json             a classifier's labels or a tagger's tags
     metrics.csv, tensorboard/, checkpoints/, snapshots/, results.json
 """
 
@@ -19,7 +20,8 @@ from qkv.training.state import CHECKPOINTS
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
-TOKENIZER_FILE = "tokenizer.json"  # a language model's one vocabulary
+TOKENIZER_FILE = "tokenizer.json"  # the one vocabulary of a language model or an encoder
+LABELS_FILE = "labels.json"  # a classifier's labels or a tagger's tags, in id order
 
 
 class RunDirError(ValueError):
@@ -33,6 +35,7 @@ RUN_OUTPUTS = (
     SOURCE_TOKENIZER,
     TOKENIZER_FILE,
     TARGET_TOKENIZER,
+    LABELS_FILE,
     "metrics.csv",
     "results.json",
     "snapshots",

@@ -1,0 +1,74 @@
+"""``qkv classify --model DIR TEXT...`` and ``qkv tag --model DIR TEXT...``: run a trained
+classifier or tagger on text."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    classify = subparsers.add_parser(
+        "classify",
+        help="label texts with a trained classifier",
+        description="Print the label of each TEXT (or of each line of --file) with its "
+        "probability; --json prints every label's probability as JSON lines.",
+    )
+    _common(classify)
+    classify.set_defaults(run=run_classify)
+    tag = subparsers.add_parser(
+        "tag",
+        help="tag the words of texts with a trained tagger",
+        description="Split each TEXT (or each line of --file) into words and punctuation and "
+        "print them as word/TAG; --json prints JSON lines of [word, tag] pairs.",
+    )
+    _common(tag)
+    tag.set_defaults(run=run_tag)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="trained model directory")
+    parser.add_argument("texts", nargs="*", metavar="TEXT")
+    parser.add_argument("--file", help="read one text per line ('-': standard input)")
+    parser.add_argument("--json", action="store_true", help="JSON lines output")
+
+
+def _texts(args: argparse.Namespace) -> list[str]:
+    texts = list(args.texts)
+    if args.file is not None:
+        if args.file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            with open(args.file, encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        texts.extend(line for line in lines if line.strip())
+    if not texts:
+        raise ValueError("give at least one TEXT, or --file with one text per line")
+    return texts
+
+
+def run_classify(args: argparse.Namespace) -> int:
+    from qkv.tasks.classification import Classifier
+
+    texts = _texts(args)
+    for text, prediction in zip(texts, Classifier.load(args.model).predict(texts), strict=True):
+        if args.json:
+            row = {"text": text, "label": prediction.label, **prediction.probabilities}
+            print(json.dumps(row, ensure_ascii=False))
+        else:
+            probability = prediction.probabilities[prediction.label]
+            print(f"{prediction.label}\t{probability:.3f}\t{text}")
+    return 0
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    from qkv.tasks.tagging import Tagger
+
+    texts = _texts(args)
+    for tagged in Tagger.load(args.model).tag(texts):
+        if args.json:
+            print(json.dumps(tagged, ensure_ascii=False))
+        else:
+            print(" ".join(f"{word}/{tag}" for word, tag in tagged))
+    return 0

@@ -1,0 +1,176 @@
+"""BERT weights (Hugging Face ``BertModel`` layout) into :class:`BertEncoder`.
+
+Three ways in: :func:`from_hf_bert` takes a live ``transformers`` model; :func:`load_bert` reads a
+saved Hugging Face folder (``config.json`` + ``model.safetensors``) without importing
+``transformers``; :func:`bert_config` maps a ``BertConfig`` dictionary to qkv's config.
+
+The layouts agree tensor for tensor (both use ``nn.Linear``); only the names differ:
+``encoder.layer.{i}.attention.self.query`` is qkv's ``encoder.layers.{i}.self_attn.q_proj``,
+``attention.output.LayerNorm`` is ``norm1`` (post-norm: after the attention's residual sum),
+``output.LayerNorm`` is ``norm2``. Weights of a task model (``BertForMaskedLM``,
+``BertForSequenceClassification``) sit under a ``bert.`` prefix; its head is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from qkv.models.bert import BertConfig, BertEncoder
+
+logger = logging.getLogger(__name__)
+
+# Hugging Face ``hidden_act`` -> qkv activation (Hugging Face's "gelu" is the exact erf GELU).
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+}
+# BertConfig options that change the computation in ways qkv does not implement.
+UNSUPPORTED = {
+    "position_embedding_type": "absolute",
+    "is_decoder": False,
+    "add_cross_attention": False,
+}
+# Buffers some checkpoints save beside the weights; they hold no learned values.
+BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+_EMBEDDINGS = {
+    "embeddings.word_embeddings.weight": "word_embeddings.weight",
+    "embeddings.position_embeddings.weight": "position_embeddings.weight",
+    "embeddings.token_type_embeddings.weight": "token_type_embeddings.weight",
+    "embeddings.LayerNorm.weight": "embed_norm.weight",
+    "embeddings.LayerNorm.bias": "embed_norm.bias",
+    "pooler.dense.weight": "pooler.weight",
+    "pooler.dense.bias": "pooler.bias",
+}
+_LAYER = {
+    "attention.self.query": "self_attn.q_proj",
+    "attention.self.key": "self_attn.k_proj",
+    "attention.self.value": "self_attn.v_proj",
+    "attention.output.dense": "self_attn.out_proj",
+    "attention.output.LayerNorm": "norm1",
+    "intermediate.dense": "ffn.linear1",
+    "output.dense": "ffn.linear2",
+    "output.LayerNorm": "norm2",
+}
+
+
+class BertImportError(ValueError):
+    """The BERT weights or config cannot be represented by qkv's model (the reason is named)."""
+
+
+def bert_config(hf: dict[str, Any]) -> BertConfig:
+    """qkv's config for a ``BertConfig`` dictionary (``config.json`` or ``to_dict()``)."""
+    for key, expected in UNSUPPORTED.items():
+        if key in hf and hf[key] != expected:
+            raise BertImportError(
+                f"BERT config {key}={hf[key]!r} is not supported (only {expected!r})"
+            )
+    activation = hf.get("hidden_act", "gelu")
+    if activation not in ACTIVATIONS:
+        raise BertImportError(
+            f"BERT config hidden_act={activation!r} is not supported; known: "
+            f"{', '.join(ACTIVATIONS)}"
+        )
+    try:
+        return BertConfig(
+            vocab_size=hf["vocab_size"],
+            hidden_size=hf["hidden_size"],
+            num_layers=hf["num_hidden_layers"],
+            num_heads=hf["num_attention_heads"],
+            intermediate_size=hf["intermediate_size"],
+            max_position_embeddings=hf["max_position_embeddings"],
+            type_vocab_size=hf.get("type_vocab_size", 2),
+            layer_norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
+            activation=ACTIVATIONS[activation],
+            dropout=float(hf.get("hidden_dropout_prob", 0.1)),
+            attention_dropout=float(hf.get("attention_probs_dropout_prob", 0.1)),
+            pad_token_id=hf.get("pad_token_id") or 0,
+        )
+    except KeyError as error:
+        raise BertImportError(f"BERT config lacks {error.args[0]!r}") from None
+    except ValueError as error:
+        raise BertImportError(f"BERT config: {error}") from None
+
+
+def bert_state_dict(hf: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
+    """qkv's state dict from a Hugging Face ``BertModel`` one (names with or without ``bert.``).
+
+    Raises:
+        BertImportError: a tensor is missing, or a name under the encoder is not a BERT weight
+            (both listed).
+    """
+    prefix = "bert." if any(k.startswith("bert.") for k in hf) else ""
+    names = dict(_EMBEDDINGS)
+    for i in range(config.num_layers):
+        for theirs, mine in _LAYER.items():
+            for kind in ("weight", "bias"):
+                names[f"encoder.layer.{i}.{theirs}.{kind}"] = f"encoder.layers.{i}.{mine}.{kind}"
+    missing = sorted(prefix + k for k in names if prefix + k not in hf)
+    if missing:
+        raise BertImportError(f"BERT weights lack {len(missing)} tensor(s): {', '.join(missing)}")
+    ours = {prefix + k for k in names} | {prefix + b for b in BUFFERS}
+    unexpected = sorted(k for k in hf if k.startswith(prefix) and k not in ours)
+    if unexpected:
+        raise BertImportError(
+            f"unexpected tensor(s) in the BERT weights (a different layout, or more layers than "
+            f"num_hidden_layers={config.num_layers}): {', '.join(unexpected)}"
+        )
+    head = sorted(k for k in hf if not k.startswith(prefix))
+    if head:
+        logger.info("left out %d tensors of a task head: %s", len(head), ", ".join(head))
+    return {mine: hf[prefix + theirs].contiguous() for theirs, mine in names.items()}
+
+
+def _load(config: BertConfig, weights: dict[str, Tensor]) -> BertEncoder:
+    model = BertEncoder(config)
+    state = bert_state_dict(weights, config)
+    expected = model.state_dict()
+    for key, tensor in state.items():
+        if tensor.shape != expected[key].shape:
+            raise BertImportError(
+                f"{key}: BERT weight of shape {tuple(tensor.shape)}, the config needs "
+                f"{tuple(expected[key].shape)}"
+            )
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def from_hf_bert(hf_model: Any) -> BertEncoder:
+    """A :class:`BertEncoder` with the weights of a ``transformers`` ``BertModel`` (or a task
+    model around one), in eval mode."""
+    config = bert_config(hf_model.config.to_dict())
+    weights = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
+    return _load(config, weights)
+
+
+def load_bert(folder: str | Path) -> BertEncoder:
+    """A :class:`BertEncoder` from a saved Hugging Face BERT folder (``config.json`` and
+    ``model.safetensors``), read with ``safetensors`` alone, in eval mode."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BertImportError(f"no model folder at {folder}")
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).is_file():
+            raise BertImportError(f"{folder} has no {name}: not a saved BERT model folder")
+    try:
+        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BertImportError(f"{folder / 'config.json'}: {error}") from None
+    if not isinstance(hf, dict) or hf.get("model_type", "bert") != "bert":
+        kind = hf.get("model_type") if isinstance(hf, dict) else type(hf).__name__
+        raise BertImportError(f"{folder} holds a {kind!r} model, not bert")
+    config = bert_config(hf)
+    try:
+        weights = load_file(str(folder / "model.safetensors"))
+    except Exception as error:  # safetensors raises its own error types for corrupt files
+        raise BertImportError(f"{folder / 'model.safetensors'} cannot be read: {error}") from None
+    return _load(config, {k: v.float() if v.is_floating_point() else v for k, v in weights.items()})

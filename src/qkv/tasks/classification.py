@@ -1,0 +1,261 @@
+"""Text classification end to end: train an encoder classifier on a labelled corpus (from
+scratch, or fine-tuning a pretrained BERT-family encoder such as all-MiniLM-L6-v2), classify new
+text, and score it (accuracy, macro-F1, per-label precision/recall/F1).
+
+A trained model directory holds ``config.json`` (``task: classification``, the model, its
+labels), ``model.safetensors`` (the best weights by validation accuracy), ``tokenizer.json``
+(the BPE trained on the training text, or a copy of the pretrained encoder's vocabulary),
+``metrics.csv`` and the run's checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from qkv.data.batching import plan_batches
+from qkv.data.labelled import ClassificationCorpus, load_classification_corpus
+from qkv.evaluation.classification import LabelScores, accuracy, macro_f1, per_label_scores
+from qkv.tasks.encoder_inputs import EncoderBatch, TextInputs, collate
+from qkv.tasks.encoder_run import (
+    EncoderRun,
+    load_encoder_dir,
+    prepare_encoder_run,
+)
+from qkv.tasks.run_config import RunConfig
+from qkv.tasks.run_dir import WEIGHTS_FILE
+from qkv.training.checkpoint import save_weights
+from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainResult, train
+
+logger = logging.getLogger(__name__)
+
+
+def batch_loss(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
+    """``(summed loss, examples)`` for the training engine: cross-entropy, plus the structured
+    self-attention penalty ``||A A^T - I||_F^2`` (Lin et al. 2017, eq. 8; a batch mean) times
+    the model's ``penalty_weight`` when it returns one."""
+    out = model(batch.ids, keep=batch.keep)
+    size = batch.ids.size(0)
+    loss = F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
+    weight = getattr(_unwrap(model).config, "penalty_weight", 0.0)
+    if out.penalty is not None and weight:
+        loss = loss + weight * out.penalty * size  # the batch mean, as a sum
+    return loss, torch.tensor(size)
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The model inside a DistributedDataParallel or compiled wrapper."""
+    while hasattr(model, "module") or hasattr(model, "_orig_mod"):
+        model = getattr(model, "module", None) or model._orig_mod
+    return model
+
+
+def encode_examples(inputs: TextInputs, texts: Sequence[str]) -> tuple[list[list[int]], int]:
+    """The ids of each text and how many were cut to ``max_len``."""
+    encoded = [inputs.encode(text) for text in texts]
+    return [ids for ids, _ in encoded], sum(cut for _, cut in encoded)
+
+
+def example_batches(
+    rows: Sequence[list[int]],
+    labels: Tensor,
+    pad_id: int,
+    *,
+    max_tokens: int,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    start: int = 0,
+) -> Iterator[EncoderBatch]:
+    """Length-grouped batches of at most ``max_tokens`` padded ids (see
+    :func:`qkv.data.batching.plan_batches`); ``labels`` indexed like ``rows``."""
+    plan = plan_batches(
+        [(row[:-1], ()) for row in rows],  # cost len(row): the batching module adds one
+        max_tokens=max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+    )
+    for indices in plan[start:]:
+        yield collate([rows[i] for i in indices], pad_id, labels[indices])
+
+
+@dataclass(frozen=True)
+class TrainedClassifier:
+    model_dir: Path
+    result: TrainResult
+    parameters: int
+
+
+def train_classifier(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+    handle_signals: bool = False,
+    distributed: Distributed | None = None,
+) -> TrainedClassifier:
+    """Train ``config``'s classifier; the best weights (by validation accuracy) go to
+    ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
+    if config.task != "classification":
+        raise ValueError(f"train_classifier needs task classification, got {config.task!r}")
+    corpus = load_classification_corpus(config.data.corpus, **config.data.options)
+    run = prepare_encoder_run(
+        config,
+        labels=corpus.labels,
+        bpe_text=[ex.text for ex in corpus.train],
+        resume=resume,
+        overwrite=overwrite,
+        distributed=distributed,
+    )
+    index = {label: i for i, label in enumerate(corpus.labels)}
+    train_rows, cut = encode_examples(run.inputs, [ex.text for ex in corpus.train])
+    if cut:
+        logger.info("%d of %d training texts cut to data.max_len", cut, len(train_rows))
+    train_labels = torch.tensor([index[ex.label] for ex in corpus.train])
+    valid_rows, _ = encode_examples(run.inputs, [ex.text for ex in corpus.valid])
+    valid_labels = torch.tensor([index[ex.label] for ex in corpus.valid])
+    model, out = run.model, run.out_dir
+    device_of = lambda: next(model.parameters()).device  # noqa: E731
+
+    def evaluate() -> dict[str, float]:
+        predicted = []
+        for batch in example_batches(
+            valid_rows,
+            valid_labels,
+            run.inputs.pad_id,
+            max_tokens=config.train.batch_tokens,
+            shuffle=False,
+        ):
+            batch = batch.to(device_of())
+            predicted.extend(model(batch.ids, keep=batch.keep).logits.argmax(-1).tolist())
+        gold = valid_labels.tolist()
+        return {
+            "valid_accuracy": accuracy(gold, predicted),
+            "valid_macro_f1": macro_f1(gold, predicted),
+        }
+
+    result = train(
+        model,
+        loss_fn=batch_loss,
+        batches=lambda epoch, start: example_batches(
+            train_rows,
+            train_labels,
+            run.inputs.pad_id,
+            max_tokens=config.train.batch_tokens,
+            shuffle=True,
+            seed=config.train.seed,
+            epoch=epoch,
+            start=start,
+        ),
+        config=config.train,
+        evaluate=evaluate,
+        metric="valid_accuracy",
+        higher_is_better=True,
+        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
+        run_dir=out,
+        resume=resume,
+        handle_signals=handle_signals,
+        progress=progress,
+        count_tokens=lambda batch: int(batch.keep.sum()),
+        distributed=run.distributed,
+    )
+    return TrainedClassifier(out, result, run.parameters)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One text's label and the probability of every label."""
+
+    label: str
+    probabilities: dict[str, float]
+
+
+@dataclass(frozen=True)
+class ClassificationEvaluation:
+    """Scores on one split; ``per_label`` maps each label to its precision, recall, F1 and
+    support."""
+
+    split: str
+    examples: int
+    accuracy: float
+    macro_f1: float
+    per_label: dict[str, LabelScores]
+
+
+class Classifier:
+    """A trained classifier with its vocabulary and labels."""
+
+    def __init__(self, run: EncoderRun, config: RunConfig) -> None:
+        self.model, self.inputs, self.config = run.model.eval(), run.inputs, config
+        self.labels: tuple[str, ...] = run.labels
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> Classifier:
+        run, config = load_encoder_dir(model_dir, task="classification")
+        return cls(run, config)
+
+    def _logits(self, rows: list[list[int]]) -> Tensor:
+        """Logits ``(N, K)`` in the order of ``rows``, batched by length."""
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        out = torch.empty(len(rows), len(self.labels))
+        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        with torch.inference_mode():
+            for begin in range(0, len(order), size):
+                chosen = order[begin : begin + size]
+                batch = collate([rows[i] for i in chosen], self.inputs.pad_id)
+                out[chosen] = self.model(batch.ids, keep=batch.keep).logits.float()
+        return out
+
+    def predict(self, texts: Sequence[str]) -> list[Prediction]:
+        """The label of each text (texts longer than ``max_len`` ids are cut, with a log)."""
+        if not texts:
+            return []
+        rows, cut = encode_examples(self.inputs, texts)
+        if cut:
+            logger.warning("%d text(s) longer than %d ids were cut", cut, self.inputs.max_len)
+        probabilities = self._logits(rows).softmax(-1)
+        return [
+            Prediction(
+                self.labels[int(p.argmax())],
+                {label: float(v) for label, v in zip(self.labels, p, strict=True)},
+            )
+            for p in probabilities
+        ]
+
+    def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
+        """The tokens of ``text`` (with ``[CLS]``/``[SEP]``) and each layer's self-attention
+        ``(H, T, T)``, for plots."""
+        ids, _ = self.inputs.encode(text)
+        with torch.inference_mode():
+            out = self.model(torch.tensor([ids]), need_weights=True)
+        tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
+        return tokens, [w[0] for w in out.attentions or []]
+
+    def evaluate(self, split: str = "test", corpus: ClassificationCorpus | None = None):
+        """Accuracy, macro-F1 and per-label scores on ``split`` of the model's corpus."""
+        if split not in ("train", "valid", "test"):
+            raise ValueError(f"split must be train, valid or test, got {split!r}")
+        data = self.config.data
+        corpus = corpus or load_classification_corpus(data.corpus, **data.options)
+        examples = getattr(corpus, split)
+        unknown = sorted({ex.label for ex in examples} - set(self.labels))
+        if unknown:
+            raise ValueError(f"the {split} split has labels this model never saw: {unknown}")
+        predicted = [p.label for p in self.predict([ex.text for ex in examples])]
+        gold = [ex.label for ex in examples]
+        return ClassificationEvaluation(
+            split,
+            len(examples),
+            accuracy(gold, predicted),
+            macro_f1(gold, predicted, labels=list(self.labels)),
+            per_label_scores(gold, predicted, labels=list(self.labels)),
+        )

@@ -1,0 +1,179 @@
+"""What classification and tagging runs share: the vocabulary (a BPE trained on the training
+text, or a pretrained encoder's), the model (from a preset, or around a pretrained BERT-family
+encoder), and the files of a model directory (``config.json``, ``labels.json``,
+``tokenizer.json``, ``model.safetensors``).
+
+A model that starts from a pretrained encoder names it in its model section
+(``pretrained: minilm``, or a folder with ``config.json``, ``model.safetensors`` and
+``tokenizer.json``). The pretrained encoder's architecture is written into the saved
+configuration, so a trained model directory loads without the pretrained folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from qkv.data.tokenizer import SubwordTokenizer
+from qkv.io import atomic_write_json
+from qkv.models import classifier, tagger
+from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.tasks.encoder_inputs import TextInputs
+from qkv.tasks.run_config import RunConfig
+from qkv.tasks.run_dir import (
+    CONFIG_FILE,
+    LABELS_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    claim_run_dir,
+    load_model_run_config,
+)
+from qkv.training.checkpoint import CheckpointError, load_weights, read_json
+from qkv.training.distributed import Distributed
+
+# The model-section key naming the label count, per task.
+LABEL_KEY = {"classification": "num_labels", "tagging": "num_tags"}
+PRESETS = {"encoder_classifier": classifier.PRESETS, "sequence_tagger": tagger.PRESETS}
+
+
+@dataclass
+class EncoderRun:
+    """A classifier or tagger ready to train or to use."""
+
+    model: nn.Module
+    inputs: TextInputs
+    labels: tuple[str, ...]
+    out_dir: Path
+    distributed: Distributed
+    parameters: int
+
+
+def model_values(
+    config: RunConfig, vocab_size: int, num_labels: int, bert: Any | None
+) -> dict[str, Any]:
+    """The model section with its ``preset`` expanded, the vocabulary and label counts set and,
+    when fine-tuning, the pretrained encoder's architecture filled in."""
+    values = dict(config.model)
+    values.pop("pretrained", None)
+    preset = values.pop("preset", None)
+    presets = PRESETS.get(config.family, {})
+    if preset is not None:
+        if preset not in presets:
+            raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(presets)}")
+        values = {**presets[preset], **values}
+    values = {**values, "vocab_size": vocab_size, LABEL_KEY[config.task]: num_labels}
+    if bert is not None:  # the pretrained encoder's BertConfig
+        values["encoder"] = "bert"
+        values["bert"] = config_to_dict(bert)
+    return values
+
+
+def pretrained_folder(config: RunConfig) -> Path | None:
+    """The folder of ``model.pretrained`` (``minilm``: the installed all-MiniLM-L6-v2), if any;
+    checks that the data section uses its vocabulary."""
+    name = config.model.get("pretrained")
+    if name is None:
+        if config.data.tokenizer == "pretrained":  # type: ignore[union-attr]
+            raise ValueError("data.tokenizer: pretrained needs model.pretrained (e.g. minilm)")
+        return None
+    if config.data.tokenizer != "pretrained":  # type: ignore[union-attr]
+        raise ValueError(
+            f"model.pretrained={name!r} reads its own vocabulary: set data.tokenizer: pretrained"
+        )
+    from qkv.tasks.embedding import model_folder
+
+    return model_folder(str(name))
+
+
+def prepare_encoder_run(
+    config: RunConfig,
+    *,
+    labels: Sequence[str],
+    bpe_text: Sequence[str],
+    resume: bool,
+    overwrite: bool,
+    distributed: Distributed | None,
+) -> EncoderRun:
+    """Claim the run directory, make or read the vocabulary, build the model (pretrained
+    weights loaded when fine-tuning) and write the model directory's files (rank 0)."""
+    dist_ = distributed or Distributed()
+    out = Path(config.out_dir)
+    if not resume and dist_.main:
+        claim_run_dir(out, overwrite)
+    torch.manual_seed(config.train.seed)
+    data = config.data
+    # A resumed run's saved model section already holds the pretrained architecture.
+    pretrained = None if resume else pretrained_folder(config)
+    if resume or not dist_.main:
+        dist_.barrier()  # rank 0 has written the vocabulary
+    elif pretrained is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pretrained / TOKENIZER_FILE, out / TOKENIZER_FILE)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        SubwordTokenizer.train(bpe_text, data.vocab_size).save(out / TOKENIZER_FILE)  # type: ignore[union-attr]
+    inputs = TextInputs.load(
+        out / TOKENIZER_FILE,
+        kind=data.tokenizer,  # type: ignore[union-attr]
+        max_len=data.max_len,  # type: ignore[union-attr]
+    )
+    encoder = None
+    if pretrained is not None:
+        from qkv.interop.bert import load_bert
+
+        encoder = load_bert(pretrained)
+    bert = None if encoder is None else encoder.config
+    model_config = build_config(
+        config.family, model_values(config, inputs.vocab_size, len(labels), bert)
+    )
+    _check_positions(model_config, data.max_len)  # type: ignore[union-attr]
+    model = build_model(config.family, model_config)
+    if encoder is not None:  # start from the pretrained weights (a resume reads its own)
+        model.encoder.load_state_dict(encoder.state_dict())
+    if dist_.main:
+        saved = config.to_dict()
+        saved["model"] = {"family": config.family, **config_to_dict(model_config)}
+        atomic_write_json(out / CONFIG_FILE, saved)
+        atomic_write_json(out / LABELS_FILE, list(labels))
+        if not resume:
+            dist_.barrier()
+    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return EncoderRun(model, inputs, tuple(labels), out, dist_, parameters)
+
+
+def _check_positions(model_config: Any, max_len: int) -> None:
+    limit = getattr(model_config, "max_len", None)
+    bert = getattr(model_config, "bert", None)
+    if bert:
+        limit = bert["max_position_embeddings"]
+    if limit is not None and max_len > limit:
+        raise ValueError(f"data.max_len={max_len} exceeds the model's {limit} positions")
+
+
+def load_encoder_dir(model_dir: str | Path, *, task: str) -> tuple[EncoderRun, RunConfig]:
+    """A trained classifier or tagger from its directory; errors name the file at fault."""
+    directory = Path(model_dir)
+    if not (directory / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
+    config = load_model_run_config(directory)
+    if config.task != task:
+        raise ValueError(f"{directory} holds a {config.task} model, not a {task} model")
+    labels = read_json(directory / LABELS_FILE)
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise CheckpointError(f"{directory / LABELS_FILE} must hold a list of label names")
+    inputs = TextInputs.load(
+        directory / TOKENIZER_FILE,
+        kind=config.data.tokenizer,  # type: ignore[union-attr]
+        max_len=config.data.max_len,  # type: ignore[union-attr]
+    )
+    model = build_model(config.family, build_config(config.family, config.model))
+    load_weights(model, directory / WEIGHTS_FILE)
+    parameters = sum(p.numel() for p in model.parameters())
+    run = EncoderRun(model.eval(), inputs, tuple(labels), directory, Distributed(), parameters)
+    return run, config

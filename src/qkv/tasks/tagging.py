@@ -1,0 +1,293 @@
+"""Sequence tagging end to end (part-of-speech tags): train a tagger on word/tag sentences,
+tag new text, and score it (token accuracy, also on words unseen in training).
+
+Tags belong to words, the model reads subwords: each word's tag is predicted at its first
+subword and the other positions carry no label (:mod:`qkv.tasks.encoder_inputs`). Sentences
+longer than the model's ``max_len`` are tagged in windows of whole words. A model directory
+holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags in
+``labels.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from qkv.data.batching import plan_batches
+from qkv.data.tagged import TaggedSentence, TaggingCorpus, load_tagging_corpus
+from qkv.evaluation.classification import token_accuracy
+from qkv.tasks.encoder_inputs import IGNORE, EncoderBatch, TextInputs, collate, split_words
+from qkv.tasks.encoder_run import EncoderRun, load_encoder_dir, prepare_encoder_run
+from qkv.tasks.run_config import RunConfig
+from qkv.tasks.run_dir import WEIGHTS_FILE
+from qkv.training.checkpoint import save_weights
+from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainResult, train
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaggingExample:
+    """One window of a sentence: ``ids`` with specials, ``first`` subword position of each
+    word, and the word's tag id (``None`` when tagging new text)."""
+
+    ids: list[int]
+    first: list[int]
+    tags: list[int] | None
+
+
+def encode_sentences(
+    inputs: TextInputs, sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None
+) -> tuple[list[TaggingExample], list[tuple[int, int, int]]]:
+    """Windows of every sentence, and for each window ``(sentence, start word, end word)``."""
+    examples, spans = [], []
+    for index, words in enumerate(sentences):
+        for start, end in inputs.word_windows(words):
+            ids, first = inputs.encode_words(words[start:end])
+            window_tags = None if tags is None else list(tags[index][start:end])
+            examples.append(TaggingExample(ids, first, window_tags))
+            spans.append((index, start, end))
+    return examples, spans
+
+
+def _labels(examples: Sequence[TaggingExample], length: int) -> Tensor:
+    """``(B, T)`` tag ids at each word's first subword, ``IGNORE`` elsewhere."""
+    labels = torch.full((len(examples), length), IGNORE, dtype=torch.long)
+    for row, ex in enumerate(examples):
+        labels[row, ex.first] = torch.tensor(ex.tags, dtype=torch.long)
+    return labels
+
+
+def tagging_batches(
+    examples: Sequence[TaggingExample],
+    pad_id: int,
+    *,
+    max_tokens: int,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    start: int = 0,
+) -> Iterator[tuple[list[int], EncoderBatch]]:
+    """Length-grouped batches (indices into ``examples`` and the batch)."""
+    plan = plan_batches(
+        [(ex.ids[:-1], ()) for ex in examples],
+        max_tokens=max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+    )
+    for indices in plan[start:]:
+        chosen = [examples[i] for i in indices]
+        batch = collate([ex.ids for ex in chosen], pad_id)
+        labels = _labels(chosen, batch.ids.size(1)) if chosen[0].tags is not None else None
+        yield indices, EncoderBatch(batch.ids, batch.keep, labels)
+
+
+def tagging_loss(label_smoothing: float = 0.0):
+    """``(model, batch) -> (summed loss, tagged words)``."""
+
+    def loss_fn(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
+        logits = model(batch.ids, keep=batch.keep).logits  # (B, T, K)
+        loss = F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch.labels.flatten(),
+            ignore_index=IGNORE,
+            reduction="sum",
+            label_smoothing=label_smoothing,
+        )
+        return loss, (batch.labels != IGNORE).sum()
+
+    return loss_fn
+
+
+def _tag_ids(
+    sentences: Sequence[TaggedSentence], index: dict[str, int], split: str
+) -> list[list[int]]:
+    unknown = sorted({t for s in sentences for t in s.tags} - set(index))
+    if unknown:
+        raise ValueError(f"the {split} split has tags the training split lacks: {unknown}")
+    return [[index[t] for t in s.tags] for s in sentences]
+
+
+@dataclass(frozen=True)
+class TrainedTagger:
+    model_dir: Path
+    result: TrainResult
+    parameters: int
+
+
+def train_tagger(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+    handle_signals: bool = False,
+    distributed: Distributed | None = None,
+) -> TrainedTagger:
+    """Train ``config``'s tagger; the best weights (by validation token accuracy) go to
+    ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
+    if config.task != "tagging":
+        raise ValueError(f"train_tagger needs task tagging, got {config.task!r}")
+    corpus = load_tagging_corpus(config.data.corpus, **config.data.options)
+    run = prepare_encoder_run(
+        config,
+        labels=corpus.tags,
+        bpe_text=[" ".join(s.words) for s in corpus.train],
+        resume=resume,
+        overwrite=overwrite,
+        distributed=distributed,
+    )
+    index = {tag: i for i, tag in enumerate(corpus.tags)}
+    train_examples, _ = encode_sentences(
+        run.inputs, [s.words for s in corpus.train], _tag_ids(corpus.train, index, "train")
+    )
+    valid_examples, _ = encode_sentences(
+        run.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid")
+    )
+    model, out = run.model, run.out_dir
+
+    def evaluate() -> dict[str, float]:
+        right = total = 0
+        device = next(model.parameters()).device
+        for _, batch in tagging_batches(
+            valid_examples, run.inputs.pad_id, max_tokens=config.train.batch_tokens, shuffle=False
+        ):
+            batch = batch.to(device)
+            predicted = model(batch.ids, keep=batch.keep).logits.argmax(-1)
+            real = batch.labels != IGNORE
+            right += int((predicted[real] == batch.labels[real]).sum())
+            total += int(real.sum())
+        return {"valid_accuracy": right / max(total, 1)}
+
+    result = train(
+        model,
+        loss_fn=tagging_loss(config.train.label_smoothing),
+        batches=lambda epoch, start: (
+            batch
+            for _, batch in tagging_batches(
+                train_examples,
+                run.inputs.pad_id,
+                max_tokens=config.train.batch_tokens,
+                shuffle=True,
+                seed=config.train.seed,
+                epoch=epoch,
+                start=start,
+            )
+        ),
+        config=config.train,
+        evaluate=evaluate,
+        metric="valid_accuracy",
+        higher_is_better=True,
+        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
+        run_dir=out,
+        resume=resume,
+        handle_signals=handle_signals,
+        progress=progress,
+        count_tokens=lambda batch: int(batch.keep.sum()),
+        distributed=run.distributed,
+    )
+    return TrainedTagger(out, result, run.parameters)
+
+
+@dataclass(frozen=True)
+class TaggingEvaluation:
+    """Token accuracy on one split; ``unseen_accuracy`` over words absent from the training
+    split (``None`` when every word was seen or the training split is unknown)."""
+
+    split: str
+    sentences: int
+    words: int
+    accuracy: float
+    unseen_words: int
+    unseen_accuracy: float | None
+
+
+class Tagger:
+    """A trained tagger with its vocabulary and tags."""
+
+    def __init__(self, run: EncoderRun, config: RunConfig) -> None:
+        self.model, self.inputs, self.config = run.model.eval(), run.inputs, config
+        self.tags: tuple[str, ...] = run.labels
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> Tagger:
+        run, config = load_encoder_dir(model_dir, task="tagging")
+        return cls(run, config)
+
+    def tag_words(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
+        """The tag of every word of every (pre-split) sentence."""
+        if any(len(words) == 0 for words in sentences):
+            raise ValueError("cannot tag an empty sentence (no words)")
+        examples, spans = encode_sentences(self.inputs, sentences, None)
+        tags: list[list[str]] = [[""] * len(words) for words in sentences]
+        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        with torch.inference_mode():
+            for _, batch_indices in _chunks(examples, size):
+                batch = collate([examples[i].ids for i in batch_indices], self.inputs.pad_id)
+                predicted = self.model(batch.ids, keep=batch.keep).logits.argmax(-1)  # (B, T)
+                for row, i in enumerate(batch_indices):
+                    sentence, start, _ = spans[i]
+                    for offset, position in enumerate(examples[i].first):
+                        tags[sentence][start + offset] = self.tags[int(predicted[row, position])]
+        return tags
+
+    def tag(self, texts: Sequence[str]) -> list[list[tuple[str, str]]]:
+        """Split each raw text into words and punctuation, and tag them."""
+        sentences = [split_words(text) for text in texts]
+        empty = [i for i, words in enumerate(sentences) if not words]
+        if empty:
+            raise ValueError(f"text {empty[0]} has no words to tag: {texts[empty[0]]!r}")
+        return [
+            list(zip(words, tags, strict=True))
+            for words, tags in zip(sentences, self.tag_words(sentences), strict=True)
+        ]
+
+    def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
+        """The tokens of ``text`` and each layer's self-attention ``(H, T, T)``."""
+        ids, _ = self.inputs.encode_words(split_words(text))
+        with torch.inference_mode():
+            out = self.model(torch.tensor([ids]), need_weights=True)
+        tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
+        return tokens, [w[0] for w in out.attentions or []]
+
+    def evaluate(self, split: str = "test", corpus: TaggingCorpus | None = None):
+        """Token accuracy on ``split`` of the model's corpus, overall and on unseen words."""
+        if split not in ("train", "valid", "test"):
+            raise ValueError(f"split must be train, valid or test, got {split!r}")
+        data = self.config.data
+        corpus = corpus or load_tagging_corpus(data.corpus, **data.options)
+        sentences = getattr(corpus, split)
+        if not sentences:
+            raise ValueError(f"the {split} split is empty")
+        predicted = self.tag_words([s.words for s in sentences])
+        gold = [list(s.tags) for s in sentences]
+        seen = {w for s in corpus.train for w in s.words}
+        unseen = [
+            (g, p)
+            for s, gs, ps in zip(sentences, gold, predicted, strict=True)
+            for w, g, p in zip(s.words, gs, ps, strict=True)
+            if w not in seen
+        ]
+        return TaggingEvaluation(
+            split,
+            len(sentences),
+            sum(len(g) for g in gold),
+            token_accuracy(gold, predicted),
+            len(unseen),
+            sum(g == p for g, p in unseen) / len(unseen) if unseen else None,
+        )
+
+
+def _chunks(examples: Sequence[TaggingExample], size: int) -> Iterator[tuple[int, list[int]]]:
+    """Batches of at most ``size`` examples, grouped by length."""
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].ids))
+    for begin in range(0, len(order), size):
+        yield begin, order[begin : begin + size]
