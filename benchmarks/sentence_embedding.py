@@ -131,7 +131,7 @@ def report(results: dict, command: str, minutes: float) -> str:
         "the real tokens after truncation to 256, [CLS] and [SEP] included. `qkv` is "
         "`SentenceEncoder.encode` (the encoder on the real tokens only, packed); `qkv module "
         "path` is `encode(fast=False)` (padded batches through `BertEncoder.forward`). "
-        f"Times are the best of {results['reps']} rounds; `max |diff|` is the largest "
+        f"Times are the best of {results['reps']} rounds; `max abs diff` is the largest "
         "difference between qkv's and sentence-transformers' embedding coordinates.",
         "",
         "| texts | N | tokens | sentence-transformers texts/s | tokens/s | qkv texts/s | tokens/s "

@@ -14,6 +14,7 @@ from qkv import __version__
 from qkv.cli import (
     classify,
     demo,
+    embed,
     evaluate,
     generate,
     plot_attention,
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         translate,
         generate,
         classify,
+        embed,
         evaluate,
         plot_attention,
         plot_curves,

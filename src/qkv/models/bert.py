@@ -12,8 +12,8 @@ right-padded and ``keep (B, T)`` marks the real tokens, so a padded key is never
 a sentence's real outputs do not depend on the padding beside it.
 
 :meth:`BertEncoder.packed_hidden` computes the same hidden states for inference only, faster: it
-runs every matrix product on the real tokens alone (no work on padding) with one fused
-query/key/value product per layer (:mod:`qkv.models.bert_fast`).
+runs on the real tokens alone (no work on padding) with one fused query/key/value product per
+layer (:mod:`qkv.models.bert_fast`).
 """
 
 from __future__ import annotations

