@@ -76,7 +76,9 @@ def run_encoder(args: argparse.Namespace) -> int:
     if args.heads:
         path = plot_heads(weights, tokens, tokens, args.output, title=title)
     else:
-        path = plot_alignment(weights.mean(0), tokens, tokens, args.output, title=title)
+        path = plot_alignment(
+            weights.mean(0), tokens, tokens, args.output, title=title, axis_labels=("key", "query")
+        )
     print(summary)
     print(f"wrote {path}")
     return 0

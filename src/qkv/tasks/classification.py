@@ -25,14 +25,13 @@ from qkv.evaluation.classification import LabelScores, accuracy, macro_f1, per_l
 from qkv.tasks.encoder_inputs import EncoderBatch, TextInputs, collate
 from qkv.tasks.encoder_run import (
     EncoderRun,
+    TrainedEncoder,
     load_encoder_dir,
     prepare_encoder_run,
+    train_encoder_run,
 )
 from qkv.tasks.run_config import RunConfig
-from qkv.tasks.run_dir import WEIGHTS_FILE
-from qkv.training.checkpoint import save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +86,6 @@ def example_batches(
         yield collate([rows[i] for i in indices], pad_id, labels[indices])
 
 
-@dataclass(frozen=True)
-class TrainedClassifier:
-    model_dir: Path
-    result: TrainResult
-    parameters: int
-
-
 def train_classifier(
     config: RunConfig,
     *,
@@ -102,7 +94,7 @@ def train_classifier(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedClassifier:
+) -> TrainedEncoder:
     """Train ``config``'s classifier; the best weights (by validation accuracy) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
     if config.task != "classification":
@@ -123,7 +115,7 @@ def train_classifier(
     train_labels = torch.tensor([index[ex.label] for ex in corpus.train])
     valid_rows, _ = encode_examples(run.inputs, [ex.text for ex in corpus.valid])
     valid_labels = torch.tensor([index[ex.label] for ex in corpus.valid])
-    model, out = run.model, run.out_dir
+    model = run.model
     device_of = lambda: next(model.parameters()).device  # noqa: E731
 
     def evaluate() -> dict[str, float]:
@@ -143,8 +135,9 @@ def train_classifier(
             "valid_macro_f1": macro_f1(gold, predicted),
         }
 
-    result = train(
-        model,
+    return train_encoder_run(
+        run,
+        config,
         loss_fn=batch_loss,
         batches=lambda epoch, start: example_batches(
             train_rows,
@@ -156,19 +149,11 @@ def train_classifier(
             epoch=epoch,
             start=start,
         ),
-        config=config.train,
         evaluate=evaluate,
-        metric="valid_accuracy",
-        higher_is_better=True,
-        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
-        run_dir=out,
         resume=resume,
         handle_signals=handle_signals,
         progress=progress,
-        count_tokens=lambda batch: int(batch.keep.sum()),
-        distributed=run.distributed,
     )
-    return TrainedClassifier(out, result, run.parameters)
 
 
 @dataclass(frozen=True)

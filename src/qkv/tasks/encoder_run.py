@@ -12,7 +12,7 @@ configuration, so a trained model directory loads without the pretrained folder.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ from qkv.tasks.run_dir import (
     claim_run_dir,
     load_model_run_config,
 )
-from qkv.training.checkpoint import CheckpointError, load_weights, read_json
+from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
 from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainResult, train
 
 # The model-section key naming the label count, per task.
 LABEL_KEY = {"classification": "num_labels", "tagging": "num_tags"}
@@ -145,6 +146,47 @@ def prepare_encoder_run(
             dist_.barrier()
     parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
     return EncoderRun(model, inputs, tuple(labels), out, dist_, parameters)
+
+
+@dataclass(frozen=True)
+class TrainedEncoder:
+    """A finished classification or tagging run: where its model is, how training ended."""
+
+    model_dir: Path
+    result: TrainResult
+    parameters: int
+
+
+def train_encoder_run(
+    run: EncoderRun,
+    config: RunConfig,
+    *,
+    loss_fn: Callable[[nn.Module, Any], tuple[torch.Tensor, torch.Tensor]],
+    batches: Callable[[int, int], Iterable[Any]],
+    evaluate: Callable[[], dict[str, float]],
+    resume: bool,
+    handle_signals: bool,
+    progress: bool,
+) -> TrainedEncoder:
+    """Train ``run.model`` with the engine; the weights with the best ``valid_accuracy`` go to
+    the run directory. Batches are :class:`~qkv.tasks.encoder_inputs.EncoderBatch` es."""
+    result = train(
+        run.model,
+        loss_fn=loss_fn,
+        batches=batches,
+        config=config.train,
+        evaluate=evaluate,
+        metric="valid_accuracy",
+        higher_is_better=True,
+        on_best=lambda _: save_weights(run.model, run.out_dir / WEIGHTS_FILE),
+        run_dir=run.out_dir,
+        resume=resume,
+        handle_signals=handle_signals,
+        progress=progress,
+        count_tokens=lambda batch: int(batch.keep.sum()),
+        distributed=run.distributed,
+    )
+    return TrainedEncoder(run.out_dir, result, run.parameters)
 
 
 def _check_positions(model_config: Any, max_len: int) -> None:

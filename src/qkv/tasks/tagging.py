@@ -23,12 +23,15 @@ from qkv.data.batching import plan_batches
 from qkv.data.tagged import TaggedSentence, TaggingCorpus, load_tagging_corpus
 from qkv.evaluation.classification import token_accuracy
 from qkv.tasks.encoder_inputs import IGNORE, EncoderBatch, TextInputs, collate, split_words
-from qkv.tasks.encoder_run import EncoderRun, load_encoder_dir, prepare_encoder_run
+from qkv.tasks.encoder_run import (
+    EncoderRun,
+    TrainedEncoder,
+    load_encoder_dir,
+    prepare_encoder_run,
+    train_encoder_run,
+)
 from qkv.tasks.run_config import RunConfig
-from qkv.tasks.run_dir import WEIGHTS_FILE
-from qkv.training.checkpoint import save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train
 
 logger = logging.getLogger(__name__)
 
@@ -116,13 +119,6 @@ def _tag_ids(
     return [[index[t] for t in s.tags] for s in sentences]
 
 
-@dataclass(frozen=True)
-class TrainedTagger:
-    model_dir: Path
-    result: TrainResult
-    parameters: int
-
-
 def train_tagger(
     config: RunConfig,
     *,
@@ -131,7 +127,7 @@ def train_tagger(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedTagger:
+) -> TrainedEncoder:
     """Train ``config``'s tagger; the best weights (by validation token accuracy) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
     if config.task != "tagging":
@@ -152,7 +148,7 @@ def train_tagger(
     valid_examples, _ = encode_sentences(
         run.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid")
     )
-    model, out = run.model, run.out_dir
+    model = run.model
 
     def evaluate() -> dict[str, float]:
         right = total = 0
@@ -167,8 +163,9 @@ def train_tagger(
             total += int(real.sum())
         return {"valid_accuracy": right / max(total, 1)}
 
-    result = train(
-        model,
+    return train_encoder_run(
+        run,
+        config,
         loss_fn=tagging_loss(config.train.label_smoothing),
         batches=lambda epoch, start: (
             batch
@@ -182,19 +179,11 @@ def train_tagger(
                 start=start,
             )
         ),
-        config=config.train,
         evaluate=evaluate,
-        metric="valid_accuracy",
-        higher_is_better=True,
-        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
-        run_dir=out,
         resume=resume,
         handle_signals=handle_signals,
         progress=progress,
-        count_tokens=lambda batch: int(batch.keep.sum()),
-        distributed=run.distributed,
     )
-    return TrainedTagger(out, result, run.parameters)
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,10 @@ def plot_alignment(
     path: str | Path,
     *,
     title: str | None = None,
+    axis_labels: tuple[str, str] = ("source", "target"),
 ) -> Path:
-    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf)."""
+    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf); ``axis_labels``
+    names the columns and rows (``("key", "query")`` for self-attention)."""
     from matplotlib.figure import Figure
 
     _check(weights, target_tokens, source_tokens)
@@ -73,8 +75,8 @@ def plot_alignment(
     figure = Figure(figsize=(width, height))
     axes = figure.add_subplot()
     image = _draw(axes, weights, target_tokens, source_tokens, title)
-    axes.set_xlabel("source")
-    axes.set_ylabel("target")
+    axes.set_xlabel(axis_labels[0])
+    axes.set_ylabel(axis_labels[1])
     figure.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
     return _save(figure, path)
 
