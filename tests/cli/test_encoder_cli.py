@@ -115,6 +115,10 @@ def test_bad_input_exits_2_with_the_problem_named(classifier, tagger, tmp_path):
         (["tag", "--model", str(tagger), "  ,"], None),
         (["tag", "--model", str(tagger), "   "], "has no words to tag"),
         (["classify", "--model", str(tmp_path / "none"), "x"], "no model directory"),
+        (
+            ["plot-attention", "--model", str(classifier), "x", "-o", "a.png", "--pooling"],
+            "pools with 'mean'",
+        ),
         (["classify", "--model", str(classifier), "--file", str(tmp_path / "no.txt")], "no.txt"),
         (
             ["plot-attention", "--model", str(classifier), "x", "-o", "a.png", "--layer", "5"],

@@ -131,6 +131,9 @@ def test_classifier_evaluation_equals_a_direct_count(classifier_dir, reviews):
     assert tokens[0] == "<s>" and tokens[-1] == "</s>" and len(layers) == 1
     assert layers[0].shape == (2, len(tokens), len(tokens))
     assert torch.allclose(layers[0].sum(-1), torch.ones(2, len(tokens)), atol=1e-5)
+    tokens, pooled = classifier.pooling_weights("the plot was superb")  # attention pooling
+    assert pooled.shape == (1, len(tokens)) and float(pooled.sum()) == pytest.approx(1.0)
+    assert tokens[int(pooled.argmax())].strip("▁") in ("superb", "sup")  # the opinion word
 
 
 def test_long_texts_are_cut_to_max_len(classifier_dir, caplog):

@@ -20,6 +20,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="image file (.png, .svg or .pdf)")
     parser.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     parser.add_argument("--heads", action="store_true", help="one panel per head")
+    parser.add_argument(
+        "--pooling",
+        action="store_true",
+        help="classifiers: the pooling's weights over the tokens instead (one row per hop of "
+        "structured self-attention)",
+    )
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
     parser.set_defaults(run=run)
 
@@ -63,6 +69,22 @@ def run_encoder(args: argparse.Namespace) -> int:
         tokens, layers = classifier.attention(args.text)
         prediction = classifier.predict([args.text])[0]
         summary = f"{prediction.label} ({prediction.probabilities[prediction.label]:.2f})"
+        if args.pooling:
+            tokens, weights = classifier.pooling_weights(args.text)
+            if weights is None:
+                raise ValueError(
+                    f"the model in {args.model} pools with {classifier.model.config.pooling!r}, "
+                    "which has no weights; --pooling needs attention or structured pooling"
+                )
+            hops = [f"hop {i}" for i in range(weights.size(0))]
+            path = plot_alignment(
+                weights, tokens, hops, args.output, title=args.text, axis_labels=("token", "hop")
+            )
+            print(summary)
+            print(f"wrote {path}")
+            return 0
+    elif args.pooling:
+        raise ValueError("--pooling is for classifiers; this model is a tagger")
     else:
         tagger = Tagger.load(args.model)
         tokens, layers = tagger.attention(args.text)

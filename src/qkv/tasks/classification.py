@@ -225,6 +225,19 @@ class Classifier:
         tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
         return tokens, [w[0] for w in out.attentions or []]
 
+    def pooling_weights(self, text: str) -> tuple[list[str], Tensor | None]:
+        """The tokens of ``text`` and the pooling's weights over them: ``(r, T)`` for
+        structured self-attention (one row per hop), ``(1, T)`` for attention pooling, ``None``
+        for cls/mean/max pooling."""
+        ids, _ = self.inputs.encode(text)
+        with torch.inference_mode():
+            out = self.model(torch.tensor([ids]), need_weights=True)
+        tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
+        weights = out.pooling_weights
+        if weights is None:
+            return tokens, None
+        return tokens, weights[0] if weights.dim() == 3 else weights  # (r, T)
+
     def evaluate(self, split: str = "test", corpus: ClassificationCorpus | None = None):
         """Accuracy, macro-F1 and per-label scores on ``split`` of the model's corpus."""
         if split not in ("train", "valid", "test"):
