@@ -36,24 +36,20 @@ from qkv.training.distributed import Distributed
 logger = logging.getLogger(__name__)
 
 
-def batch_loss(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
-    """``(summed loss, examples)`` for the training engine: cross-entropy, plus the structured
-    self-attention penalty ``||A A^T - I||_F^2`` (Lin et al. 2017, eq. 8; a batch mean) times
-    the model's ``penalty_weight`` when it returns one."""
-    out = model(batch.ids, keep=batch.keep)
-    size = batch.ids.size(0)
-    loss = F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
-    weight = getattr(_unwrap(model).config, "penalty_weight", 0.0)
-    if out.penalty is not None and weight:
-        loss = loss + weight * out.penalty * size  # the batch mean, as a sum
-    return loss, torch.tensor(size)
+def classification_loss(penalty_weight: float = 0.0):
+    """``(model, batch) -> (summed loss, examples)`` for the training engine: cross-entropy,
+    plus ``penalty_weight`` times the structured self-attention penalty ``||A A^T - I||_F^2``
+    (Lin et al. 2017, eq. 8; a batch mean) when the model returns one."""
 
+    def loss_fn(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
+        out = model(batch.ids, keep=batch.keep)
+        size = batch.ids.size(0)
+        loss = F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
+        if out.penalty is not None and penalty_weight:
+            loss = loss + penalty_weight * out.penalty * size  # the batch mean, as a sum
+        return loss, torch.tensor(size)
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a DistributedDataParallel or compiled wrapper."""
-    while hasattr(model, "module") or hasattr(model, "_orig_mod"):
-        model = getattr(model, "module", None) or model._orig_mod
-    return model
+    return loss_fn
 
 
 def encode_examples(inputs: TextInputs, texts: Sequence[str]) -> tuple[list[list[int]], int]:
@@ -138,7 +134,7 @@ def train_classifier(
     return train_encoder_run(
         run,
         config,
-        loss_fn=batch_loss,
+        loss_fn=classification_loss(getattr(model.config, "penalty_weight", 0.0)),
         batches=lambda epoch, start: example_batches(
             train_rows,
             train_labels,

@@ -22,8 +22,7 @@ from torch import nn
 
 from qkv.data.tokenizer import SubwordTokenizer
 from qkv.io import atomic_write_json
-from qkv.models import classifier, tagger
-from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.models.registry import FAMILIES, build_config, build_model, config_to_dict
 from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
@@ -40,7 +39,6 @@ from qkv.training.trainer import TrainResult, train
 
 # The model-section key naming the label count, per task.
 LABEL_KEY = {"classification": "num_labels", "tagging": "num_tags"}
-PRESETS = {"encoder_classifier": classifier.PRESETS, "sequence_tagger": tagger.PRESETS}
 
 
 @dataclass
@@ -63,7 +61,8 @@ def model_values(
     values = dict(config.model)
     values.pop("pretrained", None)
     preset = values.pop("preset", None)
-    presets = PRESETS.get(config.family, {})
+    family = FAMILIES.get(config.family)
+    presets = getattr(family[0], "PRESETS", {}) if family else {}
     if preset is not None:
         if preset not in presets:
             raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(presets)}")

@@ -219,7 +219,7 @@ class Tagger:
         tags: list[list[str]] = [[""] * len(words) for words in sentences]
         size = self.config.decode.batch_size  # type: ignore[union-attr]
         with torch.inference_mode():
-            for _, batch_indices in _chunks(examples, size):
+            for batch_indices in _chunks(examples, size):
                 batch = collate([examples[i].ids for i in batch_indices], self.inputs.pad_id)
                 predicted = self.model(batch.ids, keep=batch.keep).logits.argmax(-1)  # (B, T)
                 for row, i in enumerate(batch_indices):
@@ -275,8 +275,8 @@ class Tagger:
         )
 
 
-def _chunks(examples: Sequence[TaggingExample], size: int) -> Iterator[tuple[int, list[int]]]:
-    """Batches of at most ``size`` examples, grouped by length."""
+def _chunks(examples: Sequence[TaggingExample], size: int) -> Iterator[list[int]]:
+    """Indices of batches of at most ``size`` examples, grouped by length."""
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].ids))
     for begin in range(0, len(order), size):
-        yield begin, order[begin : begin + size]
+        yield order[begin : begin + size]
