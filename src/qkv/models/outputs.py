@@ -104,3 +104,20 @@ class TaggerOutput:
 
     logits: Tensor
     attentions: list[Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class ViTOutput:
+    """What a Vision Transformer's ``forward`` returns.
+
+    Attributes:
+        logits: ``(B, K)`` class scores from the final [CLS] state, or ``None`` without a head.
+        hidden: ``(B, 1 + P, D)`` final states after the last LayerNorm, [CLS] first, then the
+            ``P`` patches in row-major order.
+        attentions: one ``(B, H, 1 + P, 1 + P)`` self-attention weight per layer when
+            ``need_weights=True``, else ``None``.
+    """
+
+    logits: Tensor | None
+    hidden: Tensor
+    attentions: list[Tensor] | None = None

@@ -18,6 +18,7 @@ from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
 from qkv.models.transformer import Transformer, TransformerConfig
+from qkv.models.vit import ViT, ViTConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "bert": (BertConfig, BertEncoder),
@@ -26,6 +27,7 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),
     "transformer": (TransformerConfig, Transformer),
     "transformer_lm": (TransformerLMConfig, TransformerLM),
+    "vit": (ViTConfig, ViT),
 }
 
 
