@@ -42,6 +42,7 @@ __all__ = [
     "encode_pairs",
     "example_cost",
     "plan_batches",
+    "plan_by_cost",
 ]
 
 logger = logging.getLogger(__name__)
@@ -172,13 +173,39 @@ def plan_batches(
     pool_size: int = 4096,
 ) -> list[list[int]]:
     """The batches of one epoch as lists of example indices (see :func:`batches`)."""
+    costs = np.fromiter((example_cost(ex) for ex in examples), dtype=np.int64, count=len(examples))
+    src_len = np.fromiter((len(ex[0]) for ex in examples), dtype=np.int64, count=len(examples))
+    return plan_by_cost(
+        costs,
+        max_tokens=max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        pool_size=pool_size,
+        tiebreak=src_len,
+    )
+
+
+def plan_by_cost(
+    costs: np.ndarray,
+    *,
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    pool_size: int = 4096,
+    tiebreak: np.ndarray | None = None,
+) -> list[list[int]]:
+    """Length-grouped batches of item indices from each item's padded cost ``costs (N,)``
+    (e.g. the length of one sequence), as :func:`batches` describes; ``tiebreak (N,)`` orders
+    items of equal cost within a pool."""
     if max_tokens < 1:
         raise DataError(f"max_tokens must be >= 1, got {max_tokens}")
     if pool_size < 1:
         raise DataError(f"pool_size must be >= 1, got {pool_size}")
     if seed < 0 or epoch < 0:
         raise DataError(f"seed and epoch must be >= 0, got seed={seed}, epoch={epoch}")
-    costs = np.fromiter((example_cost(ex) for ex in examples), dtype=np.int64, count=len(examples))
+    costs = np.asarray(costs, dtype=np.int64)
     if costs.size and int(costs.max()) > max_tokens:
         worst = int(costs.argmax())
         raise DataError(
@@ -187,15 +214,15 @@ def plan_batches(
             "encode_pairs(max_len=...)"
         )
     if not shuffle:
-        return _chunk(np.arange(len(examples)), costs, max_tokens)
+        return _chunk(np.arange(len(costs)), costs, max_tokens)
     rng = np.random.default_rng([seed, epoch])
-    order = rng.permutation(len(examples))
+    order = rng.permutation(len(costs))
     plan: list[list[int]] = []
     for begin in range(0, len(order), pool_size):
         pool = order[begin : begin + pool_size]
-        # Sort the pool by (cost, source length); the stable sort keeps the random order of ties.
-        src_len = np.fromiter((len(examples[i][0]) for i in pool), dtype=np.int64, count=len(pool))
-        pool = pool[np.lexsort((src_len, costs[pool]))]
+        # Sort the pool by (cost, tiebreak); the stable sort keeps the random order of ties.
+        keys = (costs[pool],) if tiebreak is None else (tiebreak[pool], costs[pool])
+        pool = pool[np.lexsort(keys)]
         plan.extend(_chunk(pool, costs, max_tokens))
     return [plan[i] for i in rng.permutation(len(plan)).tolist()]
 

@@ -13,13 +13,13 @@ The layouts agree tensor for tensor (both use ``nn.Linear``); only the names dif
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from qkv.interop.hf_folder import read_hf_folder
 from qkv.models.bert import BertConfig, BertEncoder
 
 logger = logging.getLogger(__name__)
@@ -153,24 +153,5 @@ def from_hf_bert(hf_model: Any) -> BertEncoder:
 def load_bert(folder: str | Path) -> BertEncoder:
     """A :class:`BertEncoder` from a saved Hugging Face BERT folder (``config.json`` and
     ``model.safetensors``), read with ``safetensors`` alone, in eval mode."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise BertImportError(f"no model folder at {folder}")
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).is_file():
-            raise BertImportError(f"{folder} has no {name}: not a saved BERT model folder")
-    try:
-        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BertImportError(f"{folder / 'config.json'}: {error}") from None
-    if not isinstance(hf, dict) or hf.get("model_type", "bert") != "bert":
-        kind = hf.get("model_type") if isinstance(hf, dict) else type(hf).__name__
-        raise BertImportError(f"{folder} holds a {kind!r} model, not bert")
-    config = bert_config(hf)
-    try:
-        weights = load_file(str(folder / "model.safetensors"))
-    except Exception as error:  # safetensors raises its own error types for corrupt files
-        raise BertImportError(f"{folder / 'model.safetensors'} cannot be read: {error}") from None
-    return _load(config, {k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
+    hf, weights = read_hf_folder(folder, "bert", BertImportError)
+    return _load(bert_config(hf), weights)

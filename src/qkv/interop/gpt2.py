@@ -12,13 +12,13 @@ output head is the token embedding (tied), which is how qkv builds it too.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from qkv.interop.hf_folder import read_hf_folder
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
@@ -129,20 +129,5 @@ def from_hf_gpt2(hf_model: Any) -> TransformerLM:
 def load_gpt2(folder: str | Path) -> TransformerLM:
     """A :class:`TransformerLM` from a saved Hugging Face GPT-2 folder (``config.json`` and
     ``model.safetensors``), read with ``safetensors`` alone (eval mode)."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).is_file():
-            raise GPT2ImportError(f"{folder} has no {name}: not a saved GPT-2 model folder")
-    try:
-        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise GPT2ImportError(f"{folder / 'config.json'}: {error}") from None
-    if hf.get("model_type") != "gpt2":
-        raise GPT2ImportError(f"{folder} holds a {hf.get('model_type')!r} model, not gpt2")
-    try:
-        weights = load_file(str(folder / "model.safetensors"))
-    except Exception as error:  # safetensors raises its own error types for corrupt files
-        raise GPT2ImportError(f"{folder / 'model.safetensors'} cannot be read: {error}") from None
-    return _load(gpt2_config(hf), {k: v.float() for k, v in weights.items()})
+    hf, weights = read_hf_folder(folder, "gpt2", GPT2ImportError, type_required=True)
+    return _load(gpt2_config(hf), weights)

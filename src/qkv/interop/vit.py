@@ -27,13 +27,13 @@ size gives the same outputs as qkv at that size.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from qkv.interop.hf_folder import read_hf_folder
 from qkv.models.vit import ViT, ViTConfig
 
 logger = logging.getLogger(__name__)
@@ -198,24 +198,5 @@ def from_hf_vit(hf_model: Any) -> ViT:
 def load_vit(folder: str | Path) -> ViT:
     """A :class:`ViT` from a saved Hugging Face ViT folder (``config.json`` and
     ``model.safetensors``), read with ``safetensors`` alone, in eval mode."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ViTImportError(f"no model folder at {folder}")
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).is_file():
-            raise ViTImportError(f"{folder} has no {name}: not a saved ViT model folder")
-    try:
-        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ViTImportError(f"{folder / 'config.json'}: {error}") from None
-    if not isinstance(hf, dict) or hf.get("model_type", "vit") != "vit":
-        kind = hf.get("model_type") if isinstance(hf, dict) else type(hf).__name__
-        raise ViTImportError(f"{folder} holds a {kind!r} model, not vit")
-    config = vit_config(hf)
-    try:
-        weights = load_file(str(folder / "model.safetensors"))
-    except Exception as error:  # safetensors raises its own error types for corrupt files
-        raise ViTImportError(f"{folder / 'model.safetensors'} cannot be read: {error}") from None
-    return _load(config, {k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
+    hf, weights = read_hf_folder(folder, "vit", ViTImportError)
+    return _load(vit_config(hf), weights)

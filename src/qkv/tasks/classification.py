@@ -15,11 +15,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from qkv.data.batching import plan_batches
+from qkv.data.batching import plan_by_cost
 from qkv.data.labelled import ClassificationCorpus, load_classification_corpus
 from qkv.evaluation.classification import LabelScores, accuracy, macro_f1, per_label_scores
 from qkv.tasks.encoder_inputs import EncoderBatch, TextInputs, collate
@@ -70,9 +71,9 @@ def example_batches(
     start: int = 0,
 ) -> Iterator[EncoderBatch]:
     """Length-grouped batches of at most ``max_tokens`` padded ids (see
-    :func:`qkv.data.batching.plan_batches`); ``labels`` indexed like ``rows``."""
-    plan = plan_batches(
-        [(row[:-1], ()) for row in rows],  # cost len(row): the batching module adds one
+    :func:`qkv.data.batching.plan_by_cost`); ``labels`` indexed like ``rows``."""
+    plan = plan_by_cost(
+        np.array([len(row) for row in rows]),
         max_tokens=max_tokens,
         shuffle=shuffle,
         seed=seed,

@@ -15,11 +15,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from qkv.data.batching import plan_batches
+from qkv.data.batching import plan_by_cost
 from qkv.data.tagged import TaggedSentence, TaggingCorpus, load_tagging_corpus
 from qkv.evaluation.classification import token_accuracy
 from qkv.tasks.encoder_inputs import IGNORE, EncoderBatch, TextInputs, collate, split_words
@@ -79,8 +80,8 @@ def tagging_batches(
     start: int = 0,
 ) -> Iterator[tuple[list[int], EncoderBatch]]:
     """Length-grouped batches (indices into ``examples`` and the batch)."""
-    plan = plan_batches(
-        [(ex.ids[:-1], ()) for ex in examples],
+    plan = plan_by_cost(
+        np.array([len(ex.ids) for ex in examples]),
         max_tokens=max_tokens,
         shuffle=shuffle,
         seed=seed,
