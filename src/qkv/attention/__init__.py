@@ -15,6 +15,7 @@ from qkv.attention.masks import (
     padding_mask,
 )
 from qkv.attention.multihead import MultiHeadAttention
+from qkv.attention.rollout import attention_rollout
 from qkv.attention.rotary import RotaryEmbedding
 from qkv.attention.scores import Additive, Dot, General, Location, ScaledDot, Score
 
@@ -34,6 +35,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "attend",
+    "attention_rollout",
     "causal_mask",
     "combine_masks",
     "from_key_padding",

@@ -1,6 +1,7 @@
 """``qkv evaluate --model DIR [--split test]``: BLEU, chrF and BLEU by source length for a
 translation model; perplexity and bits per character for a language model; accuracy and
-macro-F1 for a classifier; token accuracy for a tagger."""
+macro-F1 for a classifier or an image classifier; token accuracy for a tagger; exact match, BLEU
+and alignment accuracy for a captioner."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "sacrebleu BLEU and chrF (with signatures), BLEU by source length, and example "
         "translations. Language models: perplexity and bits per character on the split. "
         "Classifiers: accuracy, macro-F1 and per-label scores. Taggers: token accuracy, also "
-        "on words unseen in training.",
+        "on words unseen in training. Image classifiers: accuracy, macro-F1 and per-class scores. "
+        "Captioners: exact caption match, BLEU and alignment accuracy on held-out strips.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("--split", default="test", choices=["train", "valid", "test"])
@@ -44,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         return run_classifier(args)
     if task == "tagging":
         return run_tagger(args)
+    if task == "image_classification":
+        return run_image_classifier(args)
+    if task == "captioning":
+        return run_captioner(args)
     report = evaluate_translation(
         args.model,
         split=args.split,
@@ -79,7 +85,16 @@ def run_language_model(args: argparse.Namespace) -> int:
 def run_classifier(args: argparse.Namespace) -> int:
     from qkv.tasks.classification import Classifier
 
-    result = Classifier.load(args.model).evaluate(args.split)
+    return _print_classification(Classifier.load(args.model).evaluate(args.split))
+
+
+def run_image_classifier(args: argparse.Namespace) -> int:
+    from qkv.tasks.image_classification import ImageClassifier
+
+    return _print_classification(ImageClassifier.load(args.model).evaluate(args.split))
+
+
+def _print_classification(result) -> int:
     print(f"{result.split}: {result.examples:,} examples")
     print(f"accuracy {result.accuracy:.4f}  macro-F1 {result.macro_f1:.4f}")
     for label, scores in result.per_label.items():

@@ -22,6 +22,7 @@ from qkv.cli import (
     study,
     train,
     translate,
+    vision,
 )
 
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         translate,
         generate,
         classify,
+        vision,
         embed,
         evaluate,
         plot_attention,

@@ -1,5 +1,6 @@
-"""``qkv plot-attention --model DIR TEXT -o FILE.png``: the alignment of one translation, or
-the self-attention of a classifier or tagger over one sentence."""
+"""``qkv plot-attention --model DIR TEXT -o FILE.png``: the alignment of one translation, the
+self-attention of a classifier or tagger over one sentence, a Vision Transformer's attention
+over an image, or a caption's attention over its image, word by word."""
 
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Translation models: translate TEXT and draw its cross-attention: for RNN "
         "models the alignment, for Transformers one layer averaged over heads, or every head of "
         "it with --heads. Classifiers and taggers: the token x token self-attention of one "
-        "encoder layer over TEXT (averaged over heads, or every head with --heads).",
+        "encoder layer over TEXT (averaged over heads, or every head with --heads). Vision "
+        "Transformers: the [CLS]-to-patch attention over the image, the rollout over all layers "
+        "and each layer's head mean (or every head of --layer with --heads). Captioners: the "
+        "attention over the image for each word of the caption.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
-    parser.add_argument("text", help="the sentence to translate")
+    parser.add_argument(
+        "text", help="the sentence to translate or encode, or the image file of a vision model"
+    )
     parser.add_argument("-o", "--output", required=True, help="image file (.png, .svg or .pdf)")
     parser.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     parser.add_argument("--heads", action="store_true", help="one panel per head")
@@ -35,8 +41,13 @@ def run(args: argparse.Namespace) -> int:
     from qkv.tasks.translation import Translator
     from qkv.viz.heatmap import plot_alignment, plot_heads
 
-    if model_task(args.model) in ("classification", "tagging"):
+    task = model_task(args.model)
+    if task in ("classification", "tagging"):
         return run_encoder(args)
+    if task == "image_classification":
+        return run_vit(args)
+    if task == "captioning":
+        return run_captioner(args)
     translator = Translator.load(args.model)
     translation, layers = translator.cross_attention(args.text, beam_size=args.beam)
     if not layers:
@@ -101,6 +112,36 @@ def run_encoder(args: argparse.Namespace) -> int:
         path = plot_alignment(
             weights.mean(0), tokens, tokens, args.output, title=title, axis_labels=("key", "query")
         )
+    print(summary)
+    print(f"wrote {path}")
+    return 0
+
+
+def run_vit(args: argparse.Namespace) -> int:
+    import torch
+
+    from qkv.tasks.image_classification import ImageClassifier
+    from qkv.viz.image_attention import plot_image_attention
+
+    if args.pooling:
+        raise ValueError("--pooling is for text classifiers; this model is a Vision Transformer")
+    classifier = ImageClassifier.load(args.model)
+    image = classifier.read_images([args.text])[0]
+    seen = classifier.attention(image)
+    layers = seen.cls_maps.size(0)
+    if not -layers <= args.layer < layers:
+        raise ValueError(f"--layer {args.layer} is out of range for {layers} layers")
+    if args.heads:
+        layer = args.layer % layers
+        maps = seen.cls_maps[layer]  # (H, gh, gw)
+        titles = [f"layer {layer} head {h}" for h in range(maps.size(0))]
+    else:  # the rollout, then each layer's head mean
+        maps = torch.cat([seen.rollout[None], seen.cls_maps.mean(1)])
+        titles = ["rollout"] + [f"layer {i} (head mean)" for i in range(layers)]
+    summary = (
+        f"{seen.prediction.label} ({seen.prediction.probabilities[seen.prediction.label]:.2f})"
+    )
+    path = plot_image_attention(image, maps, titles, args.output, title=f"{args.text}: {summary}")
     print(summary)
     print(f"wrote {path}")
     return 0

@@ -4,8 +4,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import signal
+
+# The training function of each task (imported on use: a task's dependencies load only for it).
+TRAINERS = {
+    "translation": ("qkv.tasks.translation", "train_translation"),
+    "language_model": ("qkv.tasks.language_model", "train_language_model"),
+    "classification": ("qkv.tasks.classification", "train_classifier"),
+    "tagging": ("qkv.tasks.tagging", "train_tagger"),
+    "image_classification": ("qkv.tasks.image_classification", "train_image_classifier"),
+    "captioning": ("qkv.tasks.captioning", "train_captioner"),
+}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -51,12 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.classification import train_classifier
-    from qkv.tasks.language_model import train_language_model
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.run_dir import resume_config
-    from qkv.tasks.tagging import train_tagger
-    from qkv.tasks.translation import train_translation
     from qkv.training.distributed import from_environment, shutdown
     from qkv.training.trainer import resolve_device
 
@@ -84,12 +91,8 @@ def run(args: argparse.Namespace) -> int:
     )
     say(f"{verb} {config.name} ({config.family}) in {where}")
     try:
-        task = {
-            "translation": train_translation,
-            "language_model": train_language_model,
-            "classification": train_classifier,
-            "tagging": train_tagger,
-        }[config.task]
+        module, function = TRAINERS[config.task]
+        task = getattr(importlib.import_module(module), function)
         trained = task(
             config,
             progress=not args.quiet,

@@ -56,6 +56,7 @@ __all__ = [
     "load_mnist_5k",
     "mnist_5k_path",
     "read_idx",
+    "read_image",
 ]
 
 logger = logging.getLogger(__name__)
@@ -429,13 +430,48 @@ def load_image_folder(
                     f"{expected[0]}x{expected[1]}; pass size=(height, width) to resize them all"
                 )
             image = image.resize((expected[1], expected[0]), Image.Resampling.BILINEAR)
-        pixels = np.asarray(image.convert(mode), dtype=np.uint8)  # (H, W) or (H, W, 3)
-        arrays.append(pixels[None] if mode == "L" else pixels.transpose(2, 0, 1))  # (C, H, W)
+        arrays.append(_pixels(image, mode))
     images = np.stack(arrays)  # (N, C, H, W)
     labels = np.array([label for _, _, label in pictures], dtype=np.int64)
     keys = [file.relative_to(root).as_posix() for file, _, _ in pictures]
     classes = tuple(d.name for d in class_dirs)
     return _dataset(root.name, classes, images, labels, keys, "<class>/<file name>")
+
+
+def _pixels(image: Any, mode: str) -> np.ndarray:
+    """A PIL image as ``uint8`` ``(C, H, W)``: one channel for ``"L"``, three for ``"RGB"``."""
+    pixels = np.asarray(image.convert(mode), dtype=np.uint8)  # (H, W) or (H, W, 3)
+    return pixels[None] if mode == "L" else pixels.transpose(2, 0, 1)
+
+
+def read_image(
+    path: str | Path, *, channels: int, size: int | tuple[int, int] | None = None
+) -> torch.Tensor:
+    """One PNG / JPEG file as a ``uint8`` tensor ``(C, H, W)`` with ``channels`` 1 (grey) or 3
+    (RGB), resized (bilinear) to ``size`` ``(height, width)`` when given.
+
+    Raises:
+        DataError: naming the file: missing, unreadable, or not an image.
+        DatasetUnavailable: Pillow is not installed.
+    """
+    if importlib.util.find_spec("PIL") is None:
+        raise DatasetUnavailable("reading images needs Pillow: pip install pillow")
+    from PIL import Image
+
+    if channels not in (1, 3):
+        raise DataError(f"channels must be 1 or 3, got {channels}")
+    file = Path(path)
+    if not file.is_file():
+        raise DataError(f"{file}: no such image file")
+    target = _size_option(size)
+    try:
+        with Image.open(file) as image:
+            image.load()
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise DataError(f"{file}: not a readable image: {error}") from None
+    if target is not None and (image.height, image.width) != target:
+        image = image.resize((target[1], target[0]), Image.Resampling.BILINEAR)
+    return torch.from_numpy(_pixels(image, "L" if channels == 1 else "RGB").copy())
 
 
 # --------------------------------------------------------------------- the registry

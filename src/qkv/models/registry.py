@@ -16,6 +16,7 @@ from qkv.models.bert import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
+from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
 from qkv.models.transformer import Transformer, TransformerConfig
 from qkv.models.vit import ViT, ViTConfig
@@ -25,6 +26,7 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "encoder_classifier": (EncoderClassifierConfig, EncoderClassifier),
     "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
     "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),
+    "show_attend_tell": (ShowAttendTellConfig, ShowAttendTell),
     "transformer": (TransformerConfig, Transformer),
     "transformer_lm": (TransformerLMConfig, TransformerLM),
     "vit": (ViTConfig, ViT),

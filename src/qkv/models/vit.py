@@ -25,6 +25,7 @@ configured size the table is used untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +87,8 @@ class ViTConfig:
         layer_norm_eps: the LayerNorm epsilon (1e-6 in the paper's code; Hugging Face 1e-12).
         activation: the MLP's ``"gelu"`` (exact erf, the paper's) or ``"gelu_tanh"``.
     """
+
+    PRESETS: ClassVar[dict[str, dict[str, object]]] = PRESETS
 
     image_size: int = 224
     patch_size: int = 16

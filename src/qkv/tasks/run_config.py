@@ -107,6 +107,68 @@ class TaggingDataConfig(EncoderDataConfig):
     corpus: str = "pos"  # pos (OANC train, WSJ gold test), or file (options: {train: ...})
 
 
+AUGMENTATIONS = ("none", "shift", "shift_flip")
+
+
+@dataclass(frozen=True)
+class ImageDataConfig:
+    """An image classifier's data: an image data set, how training images are augmented and how
+    many go in a batch.
+
+    ``corpus``: fashion_mnist, mnist_5k, digits, or folder (``options: {path: DIR, size: 32}``).
+    ``augment``: ``none``; ``shift`` (each training image moved by up to ``max_shift`` pixels
+    in each direction, the border filled with zeros, the background of these data sets);
+    ``shift_flip`` (also mirrored left-right half of the time: right for clothes, wrong for
+    digits)."""
+
+    corpus: str = "fashion_mnist"
+    options: dict[str, Any] = field(default_factory=dict)
+    augment: str = "shift"
+    max_shift: int = 2
+    batch_size: int = 128  # training images per batch (train.batch_tokens does not apply)
+
+    def __post_init__(self) -> None:
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(
+                f"data.augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}"
+            )
+        if self.max_shift < 0:
+            raise ValueError(f"data.max_shift must be >= 0, got {self.max_shift}")
+        if self.batch_size < 1:
+            raise ValueError(f"data.batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class CaptionDataConfig:
+    """A captioner's data: strips of ``min_tiles``-``max_tiles`` images of an image data set
+    side by side, captioned with their class names in order.
+
+    Training strips are drawn afresh from the training images every epoch
+    (``train_strips`` per epoch); validation and test strips are drawn once, with fixed seeds,
+    from the held-out images only."""
+
+    corpus: str = "mnist_5k"
+    options: dict[str, Any] = field(default_factory=dict)
+    min_tiles: int = 2
+    max_tiles: int = 4
+    train_strips: int = 20_000
+    valid_strips: int = 500
+    test_strips: int = 1_000
+    max_shift: int = 2  # each training tile moved by up to this many pixels (0: no augmentation)
+    batch_size: int = 64  # training strips per batch (train.batch_tokens does not apply)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_tiles <= self.max_tiles:
+            raise ValueError(
+                f"data needs 1 <= min_tiles <= max_tiles, got {self.min_tiles}, {self.max_tiles}"
+            )
+        for name in ("train_strips", "valid_strips", "test_strips", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_shift < 0:
+            raise ValueError(f"data.max_shift must be >= 0, got {self.max_shift}")
+
+
 @dataclass(frozen=True)
 class PredictConfig:
     """How a classifier or tagger is run on many inputs."""
@@ -146,13 +208,16 @@ class RunConfig:
     """``task`` decides the ``data`` and ``decode`` sections: translation (:class:`DataConfig`,
     :class:`DecodeConfig`), language_model (:class:`LMDataConfig`, :class:`SamplingConfig`),
     classification or tagging (:class:`ClassificationDataConfig` / :class:`TaggingDataConfig`,
-    :class:`PredictConfig`)."""
+    :class:`PredictConfig`), image_classification (:class:`ImageDataConfig`) or captioning
+    (:class:`CaptionDataConfig`, both with :class:`PredictConfig`)."""
 
     name: str
     out_dir: str
     family: str
     model: dict[str, Any]
-    data: DataConfig | LMDataConfig | EncoderDataConfig = field(default_factory=DataConfig)
+    data: DataConfig | LMDataConfig | EncoderDataConfig | ImageDataConfig | CaptionDataConfig = (
+        field(default_factory=DataConfig)
+    )
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig | SamplingConfig | PredictConfig = field(default_factory=DecodeConfig)
     task: str = "translation"
@@ -179,12 +244,20 @@ TASKS: dict[str, dict[str, type]] = {
         "decode": PredictConfig,
     },
     "tagging": {"data": TaggingDataConfig, "train": TrainConfig, "decode": PredictConfig},
+    "image_classification": {
+        "data": ImageDataConfig,
+        "train": TrainConfig,
+        "decode": PredictConfig,
+    },
+    "captioning": {"data": CaptionDataConfig, "train": TrainConfig, "decode": PredictConfig},
 }
 FAMILIES = {
     "translation": "seq2seq_rnn or transformer",
     "language_model": "transformer_lm",
     "classification": "encoder_classifier",
     "tagging": "sequence_tagger",
+    "image_classification": "vit",
+    "captioning": "show_attend_tell",
 }
 
 

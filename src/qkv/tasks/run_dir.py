@@ -22,6 +22,7 @@ CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
 TOKENIZER_FILE = "tokenizer.json"  # the one vocabulary of a language model or an encoder
 LABELS_FILE = "labels.json"  # a classifier's labels or a tagger's tags, in id order
+VOCAB_FILE = "vocab.json"  # a captioner's words
 
 
 class RunDirError(ValueError):
@@ -36,6 +37,7 @@ RUN_OUTPUTS = (
     TOKENIZER_FILE,
     TARGET_TOKENIZER,
     LABELS_FILE,
+    VOCAB_FILE,
     "metrics.csv",
     "results.json",
     "snapshots",

@@ -113,6 +113,11 @@ class TrainConfig:
             raise ValueError(
                 f"train.schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}"
             )
+        if self.schedule == "cosine" and self.max_steps <= self.warmup_steps:
+            raise ValueError(
+                f"train.schedule cosine decays over train.max_steps={self.max_steps}, which must "
+                f"exceed train.warmup_steps={self.warmup_steps}"
+            )
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(f"train.clip_norm must be positive or null, got {self.clip_norm}")
         if self.checkpoint_every is not None and self.checkpoint_every < 1:

@@ -1,0 +1,480 @@
+"""Show, Attend and Tell (Xu et al. 2015): an LSTM writes a caption while attending over a grid
+of image regions, with soft (deterministic) or hard (stochastic) attention.
+
+    a = {a_1 .. a_R} = CNN(image) + positions            region features, (B, R, D)
+    h_0 = tanh(f_init,h(mean_i a_i)), c_0 = tanh(f_init,c(mean_i a_i))      (section 3.1.2)
+    e_ti = f_att(a_i, h_{t-1}) = v^T tanh(W h_{t-1} + U a_i)      alpha_t = softmax(e_t)  (4, 5)
+    soft:  z_t = beta_t sum_i alpha_ti a_i,  beta_t = sigmoid(f_beta(h_{t-1}))   (eq. 13, 4.2.1)
+    hard:  s_t ~ Multinoulli(alpha_t),  z_t = beta_t a_{s_t}                     (eq. 8, 9)
+    h_t, c_t = LSTM([E y_{t-1}; z_t], h_{t-1}, c_{t-1})                        (eq. 1-3)
+    p(y_t) = softmax(L_o(E y_{t-1} + L_h h_t + L_z z_t))          deep output layer, eq. (7)
+
+The image is a strip of equal tiles (:mod:`qkv.data.strips`). The encoder runs on each tile
+alone: blocks of two 3x3 convolutions (BatchNorm, ReLU) and a 2x2 max-pool, then a 1x1
+projection to ``D``. With ``k`` blocks the stride is ``2**k``, and a tile of ``H x W`` pixels
+gives ``Gh x Gw = H / 2**k x W / 2**k`` regions (28 pixels, two blocks: 7 x 7). A strip of
+``n`` tiles gives the grid ``Gh x n Gw``, flattened row-major to ``R = Gh n Gw`` regions; region
+column ``j`` lies inside tile ``j // Gw``. Encoding tiles alone means a padded tile (``keep``
+false) is never computed and cannot change a real region, so padding a strip changes nothing.
+Content alone cannot say which "3" of "3 3 5" comes first, so each region gets a learned
+embedding of its place in the tile and a sinusoidal encoding of its tile's index.
+
+Attention runs through qkv's core: soft attention is :func:`qkv.attention.core.attend` with the
+:class:`~qkv.attention.scores.Additive` score; hard attention is
+:class:`qkv.attention.hard.HardAttention` (REINFORCE mode: sample in training, argmax in eval) on
+the same score. In training the hard model can be told, per strip, to use the expected (soft)
+context instead of a sample (section 4.1: "with probability 0.5 ... set to its expected value").
+The REINFORCE baseline (eq. 12, an exponential moving average of the reward) is a buffer of the
+model, so it is saved and restored with the weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from qkv.attention.core import attend
+from qkv.attention.hard import HardAttention
+from qkv.attention.scores import Additive
+from qkv.layers.positional import SinusoidalPositionalEncoding
+from qkv.models.outputs import StepOutput
+
+ATTENTIONS = ("soft", "hard")
+_SIZES = dict(conv_channels=(32, 64), feature_dim=128, embed_dim=64, hidden_dim=256)
+# Named sizes: MNIST strips with soft or hard attention, and a CI-sized model.
+PRESETS: dict[str, dict[str, object]] = {
+    "mnist-soft": dict(**_SIZES, attention_dim=128, attention="soft", dropout=0.3),
+    "mnist-hard": dict(**_SIZES, attention_dim=128, attention="hard", dropout=0.3),
+    "tiny": dict(
+        conv_channels=(8, 16),
+        feature_dim=32,
+        embed_dim=16,
+        hidden_dim=32,
+        attention_dim=32,
+        dropout=0.0,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ShowAttendTellConfig:
+    """Sizes and objective of a :class:`ShowAttendTell`.
+
+    Args:
+        vocab_size: ``V`` caption words, specials included.
+        image_channels, tile_height, tile_width: ``C, H, W`` of one tile; ``H`` and ``W`` must
+            be multiples of the stride ``2**len(conv_channels)``.
+        conv_channels: the width of each encoder block.
+        feature_dim: ``D``, the width of a region feature.
+        embed_dim: word embedding width (also the deep output layer's width).
+        hidden_dim: the LSTM width.
+        attention_dim: ``A``, the hidden width of the additive score.
+        attention: ``"soft"`` or ``"hard"``.
+        dropout: on region features and before the output layer.
+        doubly_stochastic: ``lambda`` of the soft model's penalty ``sum_i (1 - sum_t
+            alpha_ti)^2`` (eq. 14).
+        reinforce_weight: ``lambda_r`` of the hard model's REINFORCE term (eq. 12).
+        entropy_weight: ``lambda_e`` of the hard model's entropy bonus (eq. 12).
+        baseline_decay: the moving average of the REINFORCE baseline, ``b <- d b + (1 - d) r``
+            (0.9 in the paper).
+        expected_fraction: the share of training strips for which the hard model uses the
+            expected context (0.5 in the paper; 0: always sample).
+    """
+
+    vocab_size: int = 13
+    image_channels: int = 1
+    tile_height: int = 28
+    tile_width: int = 28
+    conv_channels: tuple[int, ...] = (32, 64)
+    feature_dim: int = 128
+    embed_dim: int = 64
+    hidden_dim: int = 256
+    attention_dim: int = 128
+    attention: str = "soft"
+    dropout: float = 0.3
+    doubly_stochastic: float = 1.0
+    reinforce_weight: float = 1.0
+    entropy_weight: float = 0.01
+    baseline_decay: float = 0.9
+    expected_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conv_channels", tuple(self.conv_channels))
+        for name in (
+            "vocab_size",
+            "image_channels",
+            "tile_height",
+            "tile_width",
+            "feature_dim",
+            "embed_dim",
+            "hidden_dim",
+            "attention_dim",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.vocab_size < 4:
+            raise ValueError(f"vocab_size must be >= 4 (3 specials and a word), got {self.vocab_size}")
+        channels = self.conv_channels
+        if not channels or any(not isinstance(c, int) or c < 1 for c in channels):
+            raise ValueError(f"conv_channels must be positive ints, at least one, got {channels}")
+        stride = self.stride
+        if self.tile_height % stride or self.tile_width % stride:
+            raise ValueError(
+                f"tile {self.tile_height}x{self.tile_width} (height x width) is not a multiple of "
+                f"the encoder's stride {stride} (2 ** {len(channels)} blocks)"
+            )
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        for name in ("doubly_stochastic", "reinforce_weight", "entropy_weight"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("baseline_decay", "expected_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+
+    @property
+    def stride(self) -> int:
+        """Pixels per region side: ``2**len(conv_channels)``."""
+        return 2 ** len(self.conv_channels)
+
+    @property
+    def regions_per_tile(self) -> tuple[int, int]:
+        """``(Gh, Gw)``: the region grid of one tile."""
+        return self.tile_height // self.stride, self.tile_width // self.stride
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int, **overrides: object) -> ShowAttendTellConfig:
+        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CaptionOutput:
+    """What :meth:`ShowAttendTell.forward` returns.
+
+    Attributes:
+        logits: ``(B, T, V)`` next-word scores.
+        weights: ``(B, T, R)`` the attention distribution ``alpha`` of every step (zero at
+            padded regions); for hard attention, the distribution the region was drawn from.
+        choices: ``(B, T)`` hard attention's chosen region (``None`` for soft).
+        log_probs: ``(B, T)`` ``log p(s_t | a)`` of the choices, differentiable (hard only;
+            0 where the expected context was used).
+        entropies: ``(B, T)`` entropy of ``alpha_t`` in nats, differentiable (hard only).
+    """
+
+    logits: Tensor
+    weights: Tensor
+    choices: Tensor | None = None
+    log_probs: Tensor | None = None
+    entropies: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class EncodedImages:
+    """The regions of a batch, computed once and read at every step: ``regions (B, R, D)``,
+    the score's key projection ``prepared (B, R, A)``, ``keep (B, 1, R)``."""
+
+    regions: Tensor
+    prepared: Tensor
+    keep: Tensor
+
+
+@dataclass(frozen=True)
+class DecoderState:
+    """The LSTM state ``h, c (B, hidden)`` and the encoded regions it attends over."""
+
+    h: Tensor
+    c: Tensor
+    encoded: EncodedImages
+
+
+@dataclass(frozen=True)
+class GeneratedCaptions:
+    """Greedy captions: ``ids (B, L)`` (words, ``<eos>``, then ``<pad>``), ``lengths (B,)``
+    words before ``<eos>``, ``attention (B, L, R)`` the map of every step (zero after the end)."""
+
+    ids: Tensor
+    lengths: Tensor
+    attention: Tensor
+
+
+def _encoder(config: ShowAttendTellConfig) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    width = config.image_channels
+    for channels in config.conv_channels:
+        for conv_in in (width, channels):
+            layers += [
+                nn.Conv2d(conv_in, channels, 3, padding=1, bias=False),
+                nn.BatchNorm2d(channels),
+                nn.ReLU(inplace=True),
+            ]
+        layers.append(nn.MaxPool2d(2))
+        width = channels
+    layers += [nn.Conv2d(width, config.feature_dim, 1), nn.ReLU(inplace=True)]
+    return nn.Sequential(*layers)
+
+
+class ShowAttendTell(nn.Module):
+    """CNN regions, an attending LSTM and a deep output layer (module docstring).
+
+    Shape:
+        ``images``: ``(B, C, H, n W)`` float, tiles of ``H x W`` side by side (values as in
+        training, e.g. ``[0, 1]``); ``keep``: ``(B, Gh, n Gw)`` bool over the region grid,
+        ``True`` at the regions of real tiles, constant over each tile (``None``: all real);
+        ``captions_in``: ``(B, T)`` ``<bos>`` and the previous words; logits ``(B, T, V)``.
+    """
+
+    def __init__(self, config: ShowAttendTellConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        gh, gw = c.regions_per_tile
+        self.encoder = _encoder(c)
+        self.place = nn.Parameter(torch.zeros(gh * gw, c.feature_dim))  # within a tile
+        nn.init.normal_(self.place, std=0.02)
+        self.tile_position = SinusoidalPositionalEncoding(c.feature_dim)
+        self.feature_dropout = nn.Dropout(c.dropout)
+        self.init_h = nn.Linear(c.feature_dim, c.hidden_dim)
+        self.init_c = nn.Linear(c.feature_dim, c.hidden_dim)
+        score = Additive(c.hidden_dim, c.feature_dim, c.attention_dim)  # f_att
+        # One owner per parameter: the hard attention module holds the score when there is one.
+        self.score = score if c.attention == "soft" else None
+        self.hard = HardAttention(score) if c.attention == "hard" else None
+        self.gate = nn.Linear(c.hidden_dim, 1)  # beta
+        self.embed = nn.Embedding(c.vocab_size, c.embed_dim)
+        self.lstm = nn.LSTMCell(c.embed_dim + c.feature_dim, c.hidden_dim)
+        self.out_h = nn.Linear(c.hidden_dim, c.embed_dim)  # L_h
+        self.out_z = nn.Linear(c.feature_dim, c.embed_dim)  # L_z
+        self.output = nn.Linear(c.embed_dim, c.vocab_size)  # L_o
+        self.output_dropout = nn.Dropout(c.dropout)
+        # REINFORCE baseline b (eq. 12) and how many updates it has had (0: not yet set).
+        self.register_buffer("baseline", torch.zeros(()))
+        self.register_buffer("baseline_updates", torch.zeros((), dtype=torch.long))
+
+    # ------------------------------------------------------------------ encoder
+
+    def _check(self, images: Tensor, keep: Tensor | None) -> tuple[int, Tensor]:
+        """Validate the inputs; return the tile count ``n`` and the tile mask ``(B, n)``."""
+        c = self.config
+        if images.dim() != 4 or not images.dtype.is_floating_point:
+            raise ValueError(
+                f"images must be a float tensor (B, C, H, W), got {images.dtype} "
+                f"of shape {tuple(images.shape)}"
+            )
+        b, channels, height, width = images.shape
+        if b == 0 or channels != c.image_channels or height != c.tile_height or width == 0:
+            raise ValueError(
+                f"images of shape {tuple(images.shape)} do not fit this model: expected "
+                f"(B >= 1, {c.image_channels}, {c.tile_height}, n * {c.tile_width})"
+            )
+        if width % c.tile_width:
+            raise ValueError(
+                f"image width {width} is not a multiple of the tile width {c.tile_width}"
+            )
+        n = width // c.tile_width
+        gh, gw = c.regions_per_tile
+        if keep is None:
+            return n, torch.ones(b, n, dtype=torch.bool, device=images.device)
+        if keep.dtype != torch.bool or keep.shape != (b, gh, n * gw):
+            raise ValueError(
+                f"keep must be a bool tensor (B, Gh, n Gw) = {(b, gh, n * gw)}, got {keep.dtype} "
+                f"of shape {tuple(keep.shape)}"
+            )
+        tiles = keep.reshape(b, gh, n, gw)
+        tile_keep = tiles[:, 0, :, 0]  # (B, n)
+        if not bool((tiles == tile_keep[:, None, :, None]).all()):
+            raise ValueError("keep must be constant over the regions of each tile")
+        return n, tile_keep
+
+    def encode(self, images: Tensor, keep: Tensor | None = None) -> EncodedImages:
+        """Region features of real tiles, each tile encoded alone (padded tiles are skipped)."""
+        n, tile_keep = self._check(images, keep)
+        c = self.config
+        b, gh, gw = images.size(0), *c.regions_per_tile
+        tiles = images.view(b, c.image_channels, c.tile_height, n, c.tile_width)
+        tiles = tiles.permute(0, 3, 1, 2, 4)  # (B, n, C, H, W)
+        real = tile_keep.flatten()  # (B n,)
+        features = self.encoder(tiles.flatten(0, 1)[real])  # (N_real, D, Gh, Gw)
+        grid = features.new_zeros(b * n, c.feature_dim, gh, gw)
+        grid[real] = features
+        grid = grid.view(b, n, c.feature_dim, gh * gw).transpose(2, 3)  # (B, n, Gh Gw, D)
+        position = self.tile_position.encoding(torch.arange(n, device=images.device))  # (n, D)
+        grid = grid + self.place + position[:, None, :].to(grid.dtype)  # (B, n, Gh Gw, D)
+        regions = grid.view(b, n, gh, gw, c.feature_dim).transpose(1, 2)  # (B, Gh, n, Gw, D)
+        regions = self.feature_dropout(regions.reshape(b, gh * n * gw, c.feature_dim))  # (B, R, D)
+        region_keep = tile_keep[:, None, :, None].expand(b, gh, n, gw).reshape(b, 1, -1)
+        prepared = self.attention_score.prepare(regions)  # U a, (B, R, A)
+        return EncodedImages(regions, prepared, region_keep)  # keep (B, 1, R)
+
+    def init_state(self, encoded: EncodedImages) -> DecoderState:
+        """``h_0, c_0`` from the mean of the real regions (section 3.1.2)."""
+        keep = encoded.keep.transpose(1, 2).to(encoded.regions.dtype)  # (B, R, 1)
+        mean = (encoded.regions * keep).sum(1) / keep.sum(1).clamp_min(1)  # (B, D)
+        return DecoderState(self.init_h(mean).tanh(), self.init_c(mean).tanh(), encoded)
+
+    # ------------------------------------------------------------------ one step
+
+    @property
+    def attention_score(self) -> Additive:
+        """The additive score ``f_att`` (owned by the hard attention module when there is one)."""
+        return self.score if self.hard is None else self.hard.score  # type: ignore[return-value]
+
+    def _soft(self, query: Tensor, enc: EncodedImages) -> tuple[Tensor, Tensor]:
+        """Soft attention through the core: context ``(B, D)`` and ``alpha (B, R)``."""
+        out = attend(
+            query,
+            enc.regions,
+            enc.regions,
+            score=self.attention_score,
+            mask=enc.keep,
+            need_weights=True,
+            prepared_key=enc.prepared,
+        )  # context (B, 1, D), weights (B, 1, R)
+        return out.context[:, 0], out.weights[:, 0]
+
+    def _attend(
+        self, state: DecoderState, expected: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor | None]:
+        """Context ``z_t (B, D)``, ``alpha (B, R)`` and, for hard attention, the choices, their
+        log-probabilities and the entropy of ``alpha`` ``(B,)``."""
+        enc, query = state.encoded, state.h[:, None, :]  # (B, 1, hidden)
+        beta = torch.sigmoid(self.gate(state.h))  # (B, 1)
+        if self.hard is None:
+            context, alpha = self._soft(query, enc)
+            return beta * context, alpha, None, None, None
+        hard = self.hard(query, enc.regions, enc.regions, mask=enc.keep)
+        probs = hard.probs[:, 0]  # (B, R), float32 or wider
+        log_p = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
+        entropy = -(probs * log_p).sum(-1)  # (B,); padded regions add 0 * log(tiny) = 0
+        context, log_prob = hard.context[:, 0], hard.log_prob[:, 0]
+        if expected is not None and bool(expected.any()):
+            # These strips take the expected context: nothing sampled, no REINFORCE term.
+            context = torch.where(expected[:, None], self._soft(query, enc)[0], context)
+            log_prob = log_prob.masked_fill(expected, 0.0)
+        return beta * context, probs.to(context.dtype), hard.index[:, 0], log_prob, entropy
+
+    def _step(
+        self, tokens: Tensor, state: DecoderState, expected: Tensor | None = None
+    ) -> tuple[Tensor, DecoderState, tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]]:
+        z, alpha, choice, log_prob, entropy = self._attend(state, expected)
+        e = self.embed(tokens)  # (B, E)
+        h, c = self.lstm(torch.cat([e, z], dim=-1), (state.h, state.c))  # (B, hidden)
+        deep = e + self.out_h(self.output_dropout(h)) + self.out_z(z)  # (B, E), eq. (7)
+        logits = self.output(self.output_dropout(deep))  # (B, V)
+        return logits, DecoderState(h, c, state.encoded), (alpha, choice, log_prob, entropy)
+
+    def step(self, tokens: Tensor, state: DecoderState) -> StepOutput:
+        """The step protocol of :mod:`qkv.decoding`: feed ``tokens (B,)``, get log-probabilities
+        ``(B, V)`` and the attention ``(B, R)`` used for them."""
+        logits, state, (alpha, *_) = self._step(tokens, state)
+        return StepOutput(logits.float().log_softmax(-1), state, alpha)
+
+    def select_state(self, state: DecoderState, index: Tensor) -> DecoderState:
+        enc = state.encoded
+        encoded = EncodedImages(enc.regions[index], enc.prepared[index], enc.keep[index])
+        return DecoderState(state.h[index], state.c[index], encoded)
+
+    # ------------------------------------------------------------------ whole captions
+
+    def forward(
+        self,
+        images: Tensor,
+        keep: Tensor | None,
+        captions_in: Tensor,
+        *,
+        expected: Tensor | None = None,
+    ) -> CaptionOutput:
+        """Teacher-forced logits for ``captions_in (B, T)``; ``expected (B,)`` bool: hard
+        attention uses the expected context for these strips (training only)."""
+        if captions_in.dim() != 2 or captions_in.size(0) != images.size(0):
+            raise ValueError(
+                f"captions_in must be (B, T) = ({images.size(0)}, T), got "
+                f"{tuple(captions_in.shape)}"
+            )
+        if captions_in.numel() and (
+            int(captions_in.min()) < 0 or int(captions_in.max()) >= self.config.vocab_size
+        ):
+            raise ValueError(
+                f"caption ids must lie in [0, {self.config.vocab_size}), got "
+                f"[{int(captions_in.min())}, {int(captions_in.max())}]"
+            )
+        if expected is not None and (self.hard is None or not self.training):
+            expected = None  # soft attention, or evaluation: nothing is sampled
+        state = self.init_state(self.encode(images, keep))
+        logits, steps = [], []
+        for t in range(captions_in.size(1)):
+            step_logits, state, extras = self._step(captions_in[:, t], state, expected)
+            logits.append(step_logits)
+            steps.append(extras)
+        alphas, choices, log_probs, entropies = zip(*steps, strict=True)
+        stack = lambda xs: None if xs[0] is None else torch.stack(xs, dim=1)  # noqa: E731
+        return CaptionOutput(
+            torch.stack(logits, dim=1),  # (B, T, V)
+            torch.stack(alphas, dim=1),  # (B, T, R)
+            stack(choices),
+            stack(log_probs),
+            stack(entropies),
+        )
+
+    @torch.no_grad()
+    def generate(
+        self,
+        images: Tensor,
+        keep: Tensor | None,
+        *,
+        max_len: int,
+        bos: int,
+        eos: int,
+        pad: int = 0,
+    ) -> GeneratedCaptions:
+        """Greedy captions of at most ``max_len`` words (then ``<eos>``); each row is decoded
+        on its own, so a caption does not depend on its batch. Call ``eval()`` first (hard
+        attention then takes the most likely region)."""
+        if max_len < 0:
+            raise ValueError(f"max_len must be >= 0, got {max_len}")
+        state = self.init_state(self.encode(images, keep))
+        b, device = images.size(0), images.device
+        tokens = torch.full((b,), bos, dtype=torch.long, device=device)
+        running = torch.ones(b, dtype=torch.bool, device=device)
+        lengths = torch.full((b,), max_len, dtype=torch.long, device=device)
+        ids, maps = [], []
+        for t in range(max_len + 1):
+            out = self.step(tokens, state)
+            log_probs = out.log_probs
+            if t == max_len:  # the length limit: only <eos> is left
+                log_probs = torch.full_like(log_probs, -torch.inf)
+                log_probs[:, eos] = 0.0
+            tokens = log_probs.argmax(-1)  # (B,)
+            finished = running & (tokens == eos)
+            lengths = torch.where(finished, t, lengths)
+            ids.append(torch.where(running, tokens, pad))
+            maps.append(out.attention * running[:, None])  # (B, R)
+            running = running & ~finished
+            state = out.state
+            if not bool(running.any()):
+                break
+        return GeneratedCaptions(torch.stack(ids, 1), lengths, torch.stack(maps, 1))
+
+    # ------------------------------------------------------------------ REINFORCE baseline
+
+    @torch.no_grad()
+    def update_baseline(self, rewards: Tensor) -> Tensor:
+        """The baseline to use for ``rewards (N,)`` (eq. 12), then ``b <- d b + (1 - d) mean``.
+
+        The first update sets ``b`` to the mean reward, so early advantages are centred."""
+        if rewards.numel() == 0:
+            return self.baseline.clone()
+        mean = rewards.detach().float().mean()
+        if int(self.baseline_updates) == 0:
+            self.baseline.copy_(mean)
+        used = self.baseline.clone()
+        decay = self.config.baseline_decay
+        self.baseline.mul_(decay).add_((1 - decay) * mean)
+        self.baseline_updates.add_(1)
+        return used

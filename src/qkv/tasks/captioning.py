@@ -1,0 +1,423 @@
+"""Image captioning end to end (Show, Attend and Tell, Xu et al. 2015): train a captioner on
+strips of real images captioned with their class names (:mod:`qkv.data.strips`), caption new
+strips with their attention maps, and score them (exact match, BLEU, alignment accuracy).
+
+A trained model directory holds ``config.json`` (``task: captioning``, the full model
+configuration), ``vocab.json`` (the caption words), ``model.safetensors`` (the best weights by
+validation exact match, the REINFORCE baseline included), ``metrics.csv`` and the checkpoints.
+
+The objective (summed over a batch, divided by its target words by the training engine):
+
+- soft attention: cross-entropy plus ``lambda sum_i (1 - sum_t alpha_ti)^2`` over the real
+  regions of each strip, ``t`` over its target steps (the doubly stochastic penalty, eq. 14);
+- hard attention (eq. 12): the cross-entropy of the sampled path, the REINFORCE term
+  ``-lambda_r (log p(y | s, a) - b) sum_t log p(s_t | a)`` with the reward the caption's
+  log-likelihood and ``b`` its moving average (a buffer of the model), and an entropy bonus
+  ``-lambda_e sum_t H[alpha_t]``; a share ``expected_fraction`` of the strips of each batch use
+  the expected context instead of a sample (and get no REINFORCE term).
+
+The weights live in the model configuration (``doubly_stochastic``, ``reinforce_weight``,
+``entropy_weight``, ``baseline_decay``, ``expected_fraction``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from qkv.data.images import ImageDataset, load_image_dataset
+from qkv.data.strips import (
+    CaptionVocab,
+    StripBatch,
+    Strips,
+    collate_strips,
+    held_out_strips,
+    strip_batches,
+    train_strips,
+)
+from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.evaluation.captioning import CaptionScores, score_captions
+from qkv.io import atomic_write_json
+from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.models.show_attend_tell import PRESETS, ShowAttendTell, ShowAttendTellConfig
+from qkv.tasks.run_config import CaptionDataConfig, RunConfig
+from qkv.tasks.run_dir import (
+    CONFIG_FILE,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    claim_run_dir,
+    load_model_run_config,
+)
+from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
+from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainResult, train
+
+logger = logging.getLogger(__name__)
+
+EXTRA_WORDS = 2  # a strip of n tiles may be captioned with up to n + 2 words
+
+
+# ---------------------------------------------------------------------- the objective
+
+
+def doubly_stochastic_penalty(weights: Tensor, region_keep: Tensor, step_keep: Tensor) -> Tensor:
+    """``sum_i (1 - sum_t alpha_ti)^2`` per strip (eq. 14): ``weights (B, T, R)``, real regions
+    ``region_keep (B, R)``, real target steps ``step_keep (B, T)`` -> ``(B,)``."""
+    total = (weights * step_keep[..., None].to(weights.dtype)).sum(1)  # (B, R): sum_t alpha_ti
+    return ((1 - total) ** 2 * region_keep.to(weights.dtype)).sum(-1)
+
+
+def _unwrap(model: nn.Module) -> ShowAttendTell:
+    """The captioner inside a DDP or ``torch.compile`` wrapper."""
+    while not isinstance(model, ShowAttendTell):
+        model = getattr(model, "module", None) or model._orig_mod  # type: ignore[assignment]
+    return model
+
+
+def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
+    """``(model, batch) -> (summed loss, target words)`` for the training engine (module doc)."""
+
+    def loss_fn(model: nn.Module, batch: StripBatch) -> tuple[Tensor, Tensor]:
+        target = batch.captions_out  # (B, T)
+        steps = target != PAD_ID  # (B, T): the words and <eos>
+        b = target.size(0)
+        expected = None
+        if config.attention == "hard":
+            expected = torch.rand(b, device=target.device) < config.expected_fraction  # (B,)
+        out = model(batch.images, batch.keep, batch.captions_in, expected=expected)
+        logits = out.logits.float().transpose(1, 2)  # (B, V, T)
+        loss = F.cross_entropy(
+            logits, target, ignore_index=PAD_ID, reduction="sum", label_smoothing=label_smoothing
+        )
+        if config.attention == "soft":
+            if config.doubly_stochastic:
+                keep = batch.keep.flatten(1)  # (B, R)
+                penalty = doubly_stochastic_penalty(out.weights.float(), keep, steps)
+                loss = loss + config.doubly_stochastic * penalty.sum()
+            return loss, steps.sum()
+        nll = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="none")  # (B, T)
+        reward = -nll.sum(1).detach()  # (B,) log p(y | s, a)
+        sampled = ~expected  # type: ignore[operator]
+        if torch.is_grad_enabled() and model.training:
+            baseline = _unwrap(model).update_baseline(reward[sampled])
+        else:
+            baseline = _unwrap(model).baseline
+        advantage = (reward - baseline) * sampled  # (B,)
+        log_p = (out.log_probs * steps).sum(1)  # (B,) sum_t log p(s_t | a)
+        entropy = (out.entropies * steps).sum()
+        loss = loss - config.reinforce_weight * (advantage * log_p).sum()
+        return loss - config.entropy_weight * entropy, steps.sum()
+
+    return loss_fn
+
+
+# ---------------------------------------------------------------------- generation and scores
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One strip's caption.
+
+    Attributes:
+        words: the generated words (``<eos>`` not included).
+        attention: ``(len(words), Gh, Gw_total)`` the attention map of each word's step over the
+            strip's region grid.
+        tile_width: ``Gw``, region columns per tile (region column ``j`` lies on tile
+            ``j // tile_width``).
+        region_size: pixels per region side (region ``(i, j)`` covers rows ``i * region_size``
+            onwards and columns ``j * region_size`` onwards).
+        tiles: how many tiles the strip has.
+    """
+
+    words: list[str]
+    attention: Tensor
+    tile_width: int
+    region_size: int
+    tiles: int
+
+
+def _caption_batch(
+    model: ShowAttendTell, vocab: CaptionVocab, images: Tensor, keep: Tensor | None, tiles: int
+) -> list[Caption]:
+    """Captions of ``images (B, C, H, n W)``, all of ``tiles`` real tiles (``keep``: None)."""
+    c = model.config
+    gh, gw = c.regions_per_tile
+    out = model.generate(
+        images, keep, max_len=tiles + EXTRA_WORDS, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID
+    )
+    width = images.size(-1) // c.tile_width * gw
+    captions = []
+    for row in range(images.size(0)):
+        length = int(out.lengths[row])
+        maps = out.attention[row, :length].float().view(length, gh, width)  # (L, Gh, n Gw)
+        words = vocab.decode(out.ids[row, :length].tolist())
+        captions.append(Caption(words, maps.clone(), gw, c.stride, tiles))
+    return captions
+
+
+def caption_strips(
+    model: ShowAttendTell, vocab: CaptionVocab, strips: Strips, batch_size: int
+) -> list[Caption]:
+    """Greedy captions of every strip, batched by tile count (so no caption depends on the
+    others: its length limit is its own)."""
+    device = next(model.parameters()).device
+    captions: list[Caption | None] = [None] * len(strips)
+    for n in sorted(set(strips.counts.tolist())):
+        chosen = (strips.counts == n).nonzero().flatten().tolist()
+        for first in range(0, len(chosen), batch_size):
+            rows = chosen[first : first + batch_size]
+            batch = collate_strips(strips, rows, model.config.regions_per_tile).to(device)
+            for row, caption in zip(
+                rows, _caption_batch(model, vocab, batch.images, batch.keep, n), strict=True
+            ):
+                captions[row] = caption
+    return captions  # type: ignore[return-value]
+
+
+def score_strips(
+    model: ShowAttendTell, vocab: CaptionVocab, strips: Strips, batch_size: int
+) -> CaptionScores:
+    """Exact match, BLEU and alignment accuracy of the model's greedy captions of ``strips``."""
+    captions = caption_strips(model, vocab, strips, batch_size)
+    references = [vocab.decode(strips.caption(i)) for i in range(len(strips))]
+    word_tiles = [strips.word_tiles[i, : int(strips.counts[i])].tolist() for i in range(len(strips))]
+    return score_captions(
+        [c.words for c in captions],
+        references,
+        [c.attention for c in captions],
+        word_tiles,
+        model.config.regions_per_tile[1],
+    )
+
+
+# ---------------------------------------------------------------------- training
+
+
+def model_values(model: dict[str, Any], vocab_size: int, image_shape: Sequence[int]) -> dict:
+    """The model section with its ``preset`` expanded, the vocabulary size and the tile shape
+    of the data set."""
+    values = dict(model)
+    preset = values.pop("preset", None)
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(PRESETS)}")
+        values = {**PRESETS[preset], **values}
+    channels, height, width = image_shape
+    return {
+        **values,
+        "vocab_size": vocab_size,
+        "image_channels": channels,
+        "tile_height": height,
+        "tile_width": width,
+    }
+
+
+@dataclass(frozen=True)
+class TrainedCaptioner:
+    """A finished captioning run: where its model is, how training ended."""
+
+    model_dir: Path
+    result: TrainResult
+    parameters: int
+
+
+def _dataset(data: CaptionDataConfig) -> ImageDataset:
+    return load_image_dataset(data.corpus, **data.options)
+
+
+def train_captioner(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+    handle_signals: bool = False,
+    distributed: Distributed | None = None,
+) -> TrainedCaptioner:
+    """Train ``config``'s captioner; the best weights (by validation exact match) go to
+    ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
+    if config.task != "captioning":
+        raise ValueError(f"train_captioner needs task captioning, got {config.task!r}")
+    data: CaptionDataConfig = config.data  # type: ignore[assignment]
+    dist_ = distributed or Distributed()
+    out = Path(config.out_dir)
+    if not resume and dist_.main:
+        claim_run_dir(out, overwrite)
+    torch.manual_seed(config.train.seed)
+    dataset = _dataset(data)
+    vocab = CaptionVocab.from_classes(dataset.classes)
+    if resume and CaptionVocab.load(out / VOCAB_FILE) != vocab:
+        raise CheckpointError(
+            f"{out / VOCAB_FILE} does not match the classes of data set {data.corpus!r}"
+        )
+    values = model_values(config.model, len(vocab), dataset.image_shape)
+    model_config: ShowAttendTellConfig = build_config(config.family, values)
+    model: ShowAttendTell = build_model(config.family, model_config)  # type: ignore[assignment]
+    if dist_.main:
+        saved = config.to_dict()
+        saved["model"] = {"family": config.family, **config_to_dict(model_config)}
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / CONFIG_FILE, saved)
+        vocab.save(out / VOCAB_FILE)
+    tiles = dict(min_tiles=data.min_tiles, max_tiles=data.max_tiles)
+    valid = held_out_strips(dataset, "valid", data.valid_strips, **tiles)
+    regions = model_config.regions_per_tile
+    loss_fn = caption_loss(model_config, config.train.label_smoothing)
+    batch_size = config.decode.batch_size  # type: ignore[union-attr]
+
+    def evaluate() -> dict[str, float]:
+        total, words = 0.0, 0
+        for batch in strip_batches(valid, batch_size, regions):
+            batch = batch.to(next(model.parameters()).device)
+            logits = model(batch.images, batch.keep, batch.captions_in).logits.float()
+            total += float(
+                F.cross_entropy(
+                    logits.transpose(1, 2), batch.captions_out, ignore_index=PAD_ID, reduction="sum"
+                )
+            )
+            words += int((batch.captions_out != PAD_ID).sum())
+        scores = score_strips(model, vocab, valid, batch_size)
+        return {
+            "valid_loss": total / words,
+            "valid_exact_match": scores.exact_match,
+            "valid_bleu": scores.bleu,
+            "valid_alignment_accuracy": scores.alignment_accuracy,
+        }
+
+    def batches(epoch: int, start: int):
+        strips = train_strips(
+            dataset,
+            data.train_strips,
+            **tiles,
+            seed=config.train.seed,
+            epoch=epoch,
+            max_shift=data.max_shift,
+        )
+        return strip_batches(strips, data.batch_size, regions, start=start)
+
+    result = train(
+        model,
+        loss_fn=loss_fn,
+        batches=batches,
+        config=config.train,
+        evaluate=evaluate,
+        metric="valid_exact_match",
+        higher_is_better=True,
+        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
+        run_dir=out,
+        resume=resume,
+        handle_signals=handle_signals,
+        progress=progress,
+        count_tokens=lambda batch: int((batch.captions_out != PAD_ID).sum()),
+        distributed=dist_,
+    )
+    parameters = sum(p.numel() for p in model.parameters())
+    return TrainedCaptioner(out, result, parameters)
+
+
+# ---------------------------------------------------------------------- a trained captioner
+
+
+class Captioner:
+    """A trained captioner with its words: caption strips, score held-out strips."""
+
+    def __init__(self, model: ShowAttendTell, vocab: CaptionVocab, config: RunConfig) -> None:
+        self.model, self.vocab, self.config = model.eval(), vocab, config
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> Captioner:
+        """The captioner saved in ``model_dir``; a missing or corrupt file is an error naming
+        it."""
+        directory = Path(model_dir)
+        if not (directory / CONFIG_FILE).is_file():
+            raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
+        config = load_model_run_config(directory)
+        if config.task != "captioning":
+            raise ValueError(f"{directory} holds a {config.task} model, not a captioning model")
+        vocab = CaptionVocab.load(directory / VOCAB_FILE)
+        model_config = build_config(config.family, config.model)
+        if model_config.vocab_size != len(vocab):
+            raise CheckpointError(
+                f"{directory / CONFIG_FILE} says vocab_size {model_config.vocab_size} but "
+                f"{directory / VOCAB_FILE} holds {len(vocab)} words"
+            )
+        model = build_model(config.family, model_config)
+        load_weights(model, directory / WEIGHTS_FILE)
+        return cls(model, vocab, config)  # type: ignore[arg-type]
+
+    @property
+    def tile_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of one tile, as in training."""
+        c = self.model.config
+        return c.image_channels, c.tile_height, c.tile_width
+
+    def _pixels(self, image: Tensor, index: int) -> Tensor:
+        """One strip ``(C, H, n W)`` as float in ``[0, 1]``, checked against the tiles."""
+        channels, height, width = self.tile_shape
+        expected = f"({channels}, {height}, n * {width}) with n >= 1"
+        shape = tuple(image.shape)
+        if image.dim() != 3 or shape[:2] != (channels, height) or not shape[2]:
+            raise ValueError(f"image {index} has shape {shape}; this captioner expects {expected}")
+        if shape[2] % width:
+            raise ValueError(
+                f"image {index} has shape {shape}: its width {shape[2]} is not a multiple of the "
+                f"tile width {width}; this captioner expects {expected}"
+            )
+        if image.dtype == torch.uint8:
+            return image.float() / 255
+        if not image.dtype.is_floating_point:
+            raise ValueError(f"image {index} must be uint8 (0-255) or float (0-1), got {image.dtype}")
+        if image.numel() and (float(image.min()) < 0 or float(image.max()) > 1):
+            raise ValueError(
+                f"image {index} is float with values in [{float(image.min()):g}, "
+                f"{float(image.max()):g}]; float images must lie in [0, 1] (or pass uint8 0-255)"
+            )
+        return image.float()
+
+    def caption(self, images: Tensor | Sequence[Tensor]) -> list[Caption]:
+        """Caption strips: a tensor ``(N, C, H, n W)`` or a list of ``(C, H, n_i W)`` strips,
+        uint8 (0-255) or float (0-1). Strips of one width are captioned together."""
+        if isinstance(images, Tensor):
+            if images.dim() != 4:
+                raise ValueError(
+                    f"images must be (N, C, H, W) or a list of (C, H, W), got shape "
+                    f"{tuple(images.shape)}"
+                )
+            images = list(images)
+        strips = [self._pixels(image, i) for i, image in enumerate(images)]
+        width = self.model.config.tile_width
+        device = next(self.model.parameters()).device
+        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        captions: list[Caption | None] = [None] * len(strips)
+        for pixels in sorted({s.size(-1) for s in strips}):
+            chosen = [i for i, s in enumerate(strips) if s.size(-1) == pixels]
+            for first in range(0, len(chosen), size):
+                rows = chosen[first : first + size]
+                batch = torch.stack([strips[i] for i in rows]).to(device)  # (b, C, H, n W)
+                with torch.inference_mode():
+                    made = _caption_batch(self.model, self.vocab, batch, None, pixels // width)
+                for row, caption in zip(rows, made, strict=True):
+                    captions[row] = caption
+        return captions  # type: ignore[return-value]
+
+    def evaluate(self, split: str = "test") -> dict[str, Any]:
+        """Exact match, BLEU, alignment accuracy and the number of strips on the fixed
+        ``valid`` or ``test`` strips of the model's data set."""
+        if split not in ("valid", "test"):
+            raise ValueError(f"split must be valid or test, got {split!r}")
+        data: CaptionDataConfig = self.config.data  # type: ignore[assignment]
+        count = data.valid_strips if split == "valid" else data.test_strips
+        strips = held_out_strips(
+            _dataset(data), split, count, min_tiles=data.min_tiles, max_tiles=data.max_tiles
+        )
+        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        with torch.inference_mode():
+            scores = score_strips(self.model, self.vocab, strips, size)
+        return {"split": split, **scores.as_dict()}
