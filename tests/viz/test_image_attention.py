@@ -47,3 +47,17 @@ def test_bad_shapes_are_named(tmp_path):
         plot_image_attention(torch.rand(28, 28), torch.rand(2, 7, 7), ["x"], tmp_path / "x.png")
     with pytest.raises(ValueError, match=r"image must be \(H, W\)"):
         plot_image_attention(torch.rand(2, 28, 28), torch.rand(1, 7, 7), ["x"], tmp_path / "x.png")
+
+
+def test_save_image_round_trips_the_pixels(tmp_path):
+    from qkv.data.images import read_image
+    from qkv.viz.image_attention import save_image
+
+    grey = torch.randint(0, 256, (1, 28, 84), dtype=torch.uint8)
+    assert torch.equal(read_image(save_image(grey, tmp_path / "g.png"), channels=1), grey)
+    colour = torch.randint(0, 256, (3, 5, 7), dtype=torch.uint8)
+    assert torch.equal(read_image(save_image(colour, tmp_path / "c.png"), channels=3), colour)
+    with pytest.raises(ValueError, match=r"must end in \.png"):
+        save_image(grey, tmp_path / "g.jpg")
+    with pytest.raises(ValueError, match=r"image must be uint8 \(1 or 3, H, W\)"):
+        save_image(grey.float(), tmp_path / "f.png")

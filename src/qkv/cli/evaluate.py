@@ -94,6 +94,18 @@ def run_image_classifier(args: argparse.Namespace) -> int:
     return _print_classification(ImageClassifier.load(args.model).evaluate(args.split))
 
 
+def run_captioner(args: argparse.Namespace) -> int:
+    from qkv.tasks.captioning import Captioner
+
+    if args.split == "train":
+        raise ValueError("a captioner is scored on its held-out strips: --split valid or test")
+    result = Captioner.load(args.model).evaluate(args.split)
+    print(f"{result['split']}: {result['strips']:,} strips, {result['words']:,} words")
+    print(f"exact match {result['exact_match']:.4f}  BLEU {result['bleu']:.2f}")
+    print(f"alignment accuracy {result['alignment_accuracy']:.4f}")
+    return 0
+
+
 def _print_classification(result) -> int:
     print(f"{result.split}: {result.examples:,} examples")
     print(f"accuracy {result.accuracy:.4f}  macro-F1 {result.macro_f1:.4f}")

@@ -145,3 +145,24 @@ def run_vit(args: argparse.Namespace) -> int:
     print(summary)
     print(f"wrote {path}")
     return 0
+
+
+def run_captioner(args: argparse.Namespace) -> int:
+    from qkv.data.images import read_image
+    from qkv.tasks.captioning import Captioner
+    from qkv.viz.image_attention import plot_image_attention
+
+    if args.pooling or args.heads:
+        raise ValueError("--pooling and --heads are not for captioners (one attention per word)")
+    captioner = Captioner.load(args.model)
+    image = read_image(args.text, channels=captioner.tile_shape[0])
+    caption = captioner.caption([image])[0]
+    text = " ".join(caption.words)
+    if not caption.words:
+        raise ValueError(f"the model gave {args.text} an empty caption: nothing to plot")
+    path = plot_image_attention(
+        image, caption.attention, caption.words, args.output, title=f"{args.text}: {text}"
+    )
+    print(text)
+    print(f"wrote {path}")
+    return 0

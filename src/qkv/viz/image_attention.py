@@ -9,13 +9,16 @@ to its own maximum, which is printed in its title, so weak and strong heads are 
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from qkv.io import atomic_write
 from qkv.viz.heatmap import _save
 
 
@@ -111,3 +114,23 @@ def plot_image_attention(
         figure.suptitle(title, fontsize=10)
     return _save(figure, path)
 
+
+def save_image(image: Tensor, path: str | Path) -> Path:
+    """Write ``uint8`` pixels ``(C, H, W)`` (one or three channels) as a PNG file of exactly
+    those pixels (written whole or not at all), e.g. a caption strip to caption again."""
+    from PIL import Image
+
+    path = Path(path)
+    if image.dtype != torch.uint8 or image.dim() != 3 or image.size(0) not in (1, 3):
+        raise ValueError(
+            f"image must be uint8 (1 or 3, H, W), got {image.dtype} {tuple(image.shape)}"
+        )
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"cannot write {path}: the file must end in .png")
+    pixels = image.permute(1, 2, 0).cpu().numpy()  # (H, W, C)
+    picture = Image.fromarray(pixels[:, :, 0] if image.size(0) == 1 else pixels)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda handle: handle.write(buffer.getvalue()))
+    return path
