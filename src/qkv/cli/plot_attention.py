@@ -5,6 +5,7 @@ over an image, or a caption's attention over its image, word by word."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -137,11 +138,13 @@ def run_vit(args: argparse.Namespace) -> int:
         titles = [f"layer {layer} head {h}" for h in range(maps.size(0))]
     else:  # the rollout, then each layer's head mean
         maps = torch.cat([seen.rollout[None], seen.cls_maps.mean(1)])
-        titles = ["rollout"] + [f"layer {i} (head mean)" for i in range(layers)]
+        titles = ["rollout"] + [f"layer {i}, head mean" for i in range(layers)]
     summary = (
         f"{seen.prediction.label} ({seen.prediction.probabilities[seen.prediction.label]:.2f})"
     )
-    path = plot_image_attention(image, maps, titles, args.output, title=f"{args.text}: {summary}")
+    path = plot_image_attention(
+        image, maps, titles, args.output, title=f"{Path(args.text).name}: {summary}"
+    )
     print(summary)
     print(f"wrote {path}")
     return 0
@@ -161,7 +164,11 @@ def run_captioner(args: argparse.Namespace) -> int:
     if not caption.words:
         raise ValueError(f"the model gave {args.text} an empty caption: nothing to plot")
     path = plot_image_attention(
-        image, caption.attention, caption.words, args.output, title=f"{args.text}: {text}"
+        image,
+        caption.attention,
+        caption.words,
+        args.output,
+        title=f"{Path(args.text).name}: {text}",
     )
     print(text)
     print(f"wrote {path}")

@@ -109,7 +109,7 @@ def plot_image_attention(
             alpha=alpha,
             interpolation="nearest",
         )
-        axes.set_title(f"{name} (max {peak:.2f})", fontsize=9)
+        axes.set_title(f"{name}\nmax {peak:.2f}", fontsize=8)
     if title:
         figure.suptitle(title, fontsize=10)
     return _save(figure, path)
