@@ -59,7 +59,7 @@ def test_classify_image_and_evaluate(vit):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 3 and all(line.split("\t")[0] in CLASSES for line in lines)
-    assert sum(line.split("\t")[0] == name for line, name in zip(lines, CLASSES)) >= 2
+    assert sum(line.split("\t")[0] == name for line, name in zip(lines, CLASSES, strict=True)) >= 2
     result = qkv("classify-image", "--model", str(vit / "run"), "--json", images[0])
     row = json.loads(result.stdout)
     assert set(row) == {"image", "label", *CLASSES}

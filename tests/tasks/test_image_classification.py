@@ -136,7 +136,7 @@ def test_read_images_converts_and_resizes(trained, tmp_path):
     pixels = classifier.read_images([tmp_path / "white.png"])
     assert pixels.shape == (1, 1, 8, 8) and int(pixels.min()) == 255
     (tmp_path / "broken.png").write_bytes(b"not a png")
-    with pytest.raises(ValueError, match="broken.png: not a readable image"):
+    with pytest.raises(ValueError, match=r"broken\.png: not a readable image"):
         classifier.read_images([tmp_path / "broken.png"])
 
 
@@ -161,7 +161,7 @@ def test_bad_inputs_are_named(trained, tmp_path):
     with pytest.raises(ValueError, match="names 2 classes but the model has 10"):
         ImageClassifier.load(bad)
     (bad / "labels.json").write_text("{oops")
-    with pytest.raises(ValueError, match="labels.json"):
+    with pytest.raises(ValueError, match=r"labels\.json"):
         ImageClassifier.load(bad)
 
 

@@ -159,7 +159,7 @@ def run_captioner(args: argparse.Namespace) -> int:
         raise ValueError("--pooling and --heads are not for captioners (one attention per word)")
     captioner = Captioner.load(args.model)
     image = read_image(args.text, channels=captioner.tile_shape[0])
-    caption = captioner.caption([image])[0]
+    caption = captioner.caption([image], [args.text])[0]
     text = " ".join(caption.words)
     if not caption.words:
         raise ValueError(f"the model gave {args.text} an empty caption: nothing to plot")

@@ -87,7 +87,7 @@ def run_caption(args: argparse.Namespace) -> int:
                 path = folder / f"strip-{index}.png"
                 save_image(strips.strip(index), path)
                 names[len(args.images) + index] = str(path)
-    captions = captioner.caption(images)
+    captions = captioner.caption(images, names)
     for name, caption, reference in zip(names, captions, references, strict=True):
         text = " ".join(caption.words)
         if args.json:

@@ -12,11 +12,13 @@ known, and an attention map can be scored (:mod:`qkv.evaluation.captioning`).
   :mod:`qkv.data.vocab`), then one word per class: digit classes become English words
   (``"7"`` -> ``seven``), other names are lower-cased with spaces and slashes turned into
   hyphens (``"T-shirt/top"`` -> ``t-shirt-top``, ``"Ankle boot"`` -> ``ankle-boot``).
-- :func:`draw_strips`: ``n`` uniform in ``[min_tiles, max_tiles]``, each tile an image drawn
-  uniformly (with replacement) from one split only, all from a ``torch.Generator`` seeded by the
-  caller. Training strips are drawn afresh every epoch (:func:`train_strip_seed`) and may shift
-  each tile by up to ``max_shift`` pixels (zero fill); held-out strips are drawn once, with the
-  fixed seeds of :data:`HELD_OUT_SEEDS`, from the held-out images only, never shifted.
+- :func:`draw_strips`: ``n`` uniform in ``[min_tiles, max_tiles]``; the tiles, strip after strip,
+  are read from shuffled passes over the images of one split, so every image appears equally
+  often (to within one) and a strip metric weighs every image alike; all from a
+  ``torch.Generator`` seeded by the caller. Training strips are drawn afresh every epoch
+  (:func:`train_strip_seed`) and may shift each tile by up to ``max_shift`` pixels (zero fill);
+  held-out strips are drawn once, with the fixed seeds of :data:`HELD_OUT_SEEDS`, from the
+  held-out images only, never shifted.
 - :func:`collate_strips`: strips padded on the right with zeros to the widest in the batch, a
   boolean ``keep`` over the model's region grid (``True`` = a region of a real tile) and the
   captions padded with ``<pad>``.
@@ -61,7 +63,7 @@ HELD_OUT_SEEDS = {"valid": 1_000_001, "test": 2_000_003}
 
 
 def class_word(name: str) -> str:
-    """The caption word of a class name: ``"7"`` -> ``seven``, ``"Ankle boot"`` -> ``ankle-boot``."""
+    """A class name's caption word: ``"7"`` -> ``seven``, ``"Ankle boot"`` -> ``ankle-boot``."""
     text = name.strip()
     if text.isdigit() and len(text) == 1:
         return DIGIT_WORDS[int(text)]
@@ -80,7 +82,9 @@ class CaptionVocab:
 
     def __post_init__(self) -> None:
         if tuple(self.words[:3]) != CAPTION_SPECIALS:
-            raise DataError(f"a caption vocabulary starts with {CAPTION_SPECIALS}, got {self.words}")
+            raise DataError(
+                f"a caption vocabulary starts with {CAPTION_SPECIALS}, got {self.words}"
+            )
         if len(self.words) < 4 or len(set(self.words)) != len(self.words):
             raise DataError(f"caption words must be distinct and at least one, got {self.words}")
 
@@ -177,6 +181,12 @@ class Strips:
         tiles = self.tiles[index, :n]  # (n, C, H, W)
         return tiles.permute(1, 2, 0, 3).flatten(2)  # (C, H, n W)
 
+    def subset(self, rows: slice | Sequence[int]) -> Strips:
+        """The strips ``rows`` (a slice or indices), in that order."""
+        index = rows if isinstance(rows, slice) else torch.as_tensor(rows, dtype=torch.long)
+        fields = ("tiles", "labels", "sources", "counts", "words", "word_tiles")
+        return Strips(*(getattr(self, f)[index] for f in fields), split=self.split)
+
     def caption(self, index: int) -> list[int]:
         """The word ids of strip ``index`` (no ``<bos>``/``<eos>``)."""
         return self.words[index, : int(self.counts[index])].tolist()
@@ -228,10 +238,12 @@ def draw_strips(
         raise DataError(f"count and max_shift must be >= 0, got {count}, {max_shift}")
     generator = torch.Generator().manual_seed(seed)
     counts = torch.randint(min_tiles, max_tiles + 1, (count,), generator=generator)  # (N,)
-    sources = torch.randint(0, images.size(0), (count, max_tiles), generator=generator)  # (N, K)
-    shifts = torch.randint(-max_shift, max_shift + 1, (count * max_tiles, 2), generator=generator)
     used = torch.arange(max_tiles)[None, :] < counts[:, None]  # (N, K)
-    sources = sources.masked_fill(~used, -1)
+    total, m = int(counts.sum()), images.size(0)
+    passes = [torch.randperm(m, generator=generator) for _ in range(-(-total // m))]
+    sources = torch.full((count, max_tiles), -1, dtype=torch.long)  # (N, K)
+    sources[used] = torch.cat(passes)[:total] if passes else sources[used]  # row-major fill
+    shifts = torch.randint(-max_shift, max_shift + 1, (count * max_tiles, 2), generator=generator)
     tiles = images[sources.clamp_min(0).flatten()]  # (N K, C, H, W)
     tiles = _shift(tiles, shifts, max_shift).view(count, max_tiles, *images.shape[1:])
     tiles = tiles * used[:, :, None, None, None]  # (N, K, C, H, W), zero past the count

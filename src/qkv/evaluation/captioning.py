@@ -59,23 +59,17 @@ def _check_pairs(hypotheses: Sequence[object], references: Sequence[object]) -> 
         raise ValueError("no captions to score")
 
 
-def exact_match(
-    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]
-) -> float:
+def exact_match(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
     """The fraction of captions identical to their reference (same words, same order)."""
     _check_pairs(hypotheses, references)
     same = sum(list(h) == list(r) for h, r in zip(hypotheses, references, strict=True))
     return same / len(references)
 
 
-def caption_bleu(
-    hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]
-) -> float:
+def caption_bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
     """sacrebleu's corpus BLEU of the captions, each joined with spaces."""
     _check_pairs(hypotheses, references)
-    return corpus_scores(
-        [" ".join(h) for h in hypotheses], [" ".join(r) for r in references]
-    ).bleu
+    return corpus_scores([" ".join(h) for h in hypotheses], [" ".join(r) for r in references]).bleu
 
 
 def peak_tiles(attention: Tensor, tile_width: int) -> list[int]:

@@ -10,7 +10,8 @@ of image regions, with soft (deterministic) or hard (stochastic) attention.
     p(y_t) = softmax(L_o(E y_{t-1} + L_h h_t + L_z z_t))          deep output layer, eq. (7)
 
 The image is a strip of equal tiles (:mod:`qkv.data.strips`). The encoder runs on each tile
-alone: blocks of two 3x3 convolutions (BatchNorm, ReLU) and a 2x2 max-pool, then a 1x1
+alone: blocks of two 3x3 convolutions (BatchNorm, ReLU) and a 2x2 max-pool, optional 3x3
+convolutions on the region grid (so that one region can see its whole tile), then a 1x1
 projection to ``D``. With ``k`` blocks the stride is ``2**k``, and a tile of ``H x W`` pixels
 gives ``Gh x Gw = H / 2**k x W / 2**k`` regions (28 pixels, two blocks: 7 x 7). A strip of
 ``n`` tiles gives the grid ``Gh x n Gw``, flattened row-major to ``R = Gh n Gw`` regions; region
@@ -42,13 +43,20 @@ from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.models.outputs import StepOutput
 
 ATTENTIONS = ("soft", "hard")
-_SIZES = dict(conv_channels=(32, 64), feature_dim=128, embed_dim=64, hidden_dim=256)
-# Named sizes: MNIST strips with soft or hard attention, and a CI-sized model.
+_SIZES = dict(
+    conv_channels=(32, 64), region_layers=2, feature_dim=128, embed_dim=64, hidden_dim=256
+)
+# Named sizes: MNIST strips with soft or hard attention, and a CI-sized model. The hard model's
+# REINFORCE weight is 0.1: at 1 its noise drowns the attention's other gradient (the expected
+# context's) and the attention stays near uniform (tuning runs, docs/results/captioning.md).
 PRESETS: dict[str, dict[str, object]] = {
     "mnist-soft": dict(**_SIZES, attention_dim=128, attention="soft", dropout=0.3),
-    "mnist-hard": dict(**_SIZES, attention_dim=128, attention="hard", dropout=0.3),
+    "mnist-hard": dict(
+        **_SIZES, attention_dim=128, attention="hard", dropout=0.3, reinforce_weight=0.1
+    ),
     "tiny": dict(
         conv_channels=(8, 16),
+        region_layers=1,
         feature_dim=32,
         embed_dim=16,
         hidden_dim=32,
@@ -67,6 +75,9 @@ class ShowAttendTellConfig:
         image_channels, tile_height, tile_width: ``C, H, W`` of one tile; ``H`` and ``W`` must
             be multiples of the stride ``2**len(conv_channels)``.
         conv_channels: the width of each encoder block.
+        region_layers: 3x3 convolutions (BatchNorm, ReLU) of width ``D`` on the region grid
+            after the blocks; each widens what one region sees by 2 regions, so that a region
+            can see its whole tile (hard attention reads one region only).
         feature_dim: ``D``, the width of a region feature.
         embed_dim: word embedding width (also the deep output layer's width).
         hidden_dim: the LSTM width.
@@ -78,7 +89,7 @@ class ShowAttendTellConfig:
         reinforce_weight: ``lambda_r`` of the hard model's REINFORCE term (eq. 12).
         entropy_weight: ``lambda_e`` of the hard model's entropy bonus (eq. 12).
         baseline_decay: the moving average of the REINFORCE baseline, ``b <- d b + (1 - d) r``
-            (0.9 in the paper).
+            (0.9 in the paper), ``r`` the mean reward of a batch.
         expected_fraction: the share of training strips for which the hard model uses the
             expected context (0.5 in the paper; 0: always sample).
     """
@@ -88,6 +99,7 @@ class ShowAttendTellConfig:
     tile_height: int = 28
     tile_width: int = 28
     conv_channels: tuple[int, ...] = (32, 64)
+    region_layers: int = 0
     feature_dim: int = 128
     embed_dim: int = 64
     hidden_dim: int = 256
@@ -115,8 +127,12 @@ class ShowAttendTellConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.region_layers, int) or self.region_layers < 0:
+            raise ValueError(f"region_layers must be an int >= 0, got {self.region_layers!r}")
         if self.vocab_size < 4:
-            raise ValueError(f"vocab_size must be >= 4 (3 specials and a word), got {self.vocab_size}")
+            raise ValueError(
+                f"vocab_size must be >= 4 (3 specials and a word), got {self.vocab_size}"
+            )
         channels = self.conv_channels
         if not channels or any(not isinstance(c, int) or c < 1 for c in channels):
             raise ValueError(f"conv_channels must be positive ints, at least one, got {channels}")
@@ -217,6 +233,13 @@ def _encoder(config: ShowAttendTellConfig) -> nn.Sequential:
             ]
         layers.append(nn.MaxPool2d(2))
         width = channels
+    for _ in range(config.region_layers):
+        layers += [
+            nn.Conv2d(width, config.feature_dim, 3, padding=1, bias=False),
+            nn.BatchNorm2d(config.feature_dim),
+            nn.ReLU(inplace=True),
+        ]
+        width = config.feature_dim
     layers += [nn.Conv2d(width, config.feature_dim, 1), nn.ReLU(inplace=True)]
     return nn.Sequential(*layers)
 
@@ -297,7 +320,7 @@ class ShowAttendTell(nn.Module):
         n, tile_keep = self._check(images, keep)
         c = self.config
         b, gh, gw = images.size(0), *c.regions_per_tile
-        tiles = images.view(b, c.image_channels, c.tile_height, n, c.tile_width)
+        tiles = images.reshape(b, c.image_channels, c.tile_height, n, c.tile_width)
         tiles = tiles.permute(0, 3, 1, 2, 4)  # (B, n, C, H, W)
         real = tile_keep.flatten()  # (B n,)
         features = self.encoder(tiles.flatten(0, 1)[real])  # (N_real, D, Gh, Gw)
@@ -433,9 +456,9 @@ class ShowAttendTell(nn.Module):
         eos: int,
         pad: int = 0,
     ) -> GeneratedCaptions:
-        """Greedy captions of at most ``max_len`` words (then ``<eos>``); each row is decoded
-        on its own, so a caption does not depend on its batch. Call ``eval()`` first (hard
-        attention then takes the most likely region)."""
+        """Greedy captions of at most ``max_len`` words (then ``<eos>``; ``bos`` and ``pad``
+        are never chosen); each row is decoded on its own, so a caption does not depend on its
+        batch. Call ``eval()`` first (hard attention then takes the most likely region)."""
         if max_len < 0:
             raise ValueError(f"max_len must be >= 0, got {max_len}")
         state = self.init_state(self.encode(images, keep))
@@ -443,14 +466,16 @@ class ShowAttendTell(nn.Module):
         tokens = torch.full((b,), bos, dtype=torch.long, device=device)
         running = torch.ones(b, dtype=torch.bool, device=device)
         lengths = torch.full((b,), max_len, dtype=torch.long, device=device)
+        allowed = torch.ones(self.config.vocab_size, dtype=torch.bool, device=device)
+        allowed[[bos, pad]] = False  # never targets, so never words
+        candidates = allowed.nonzero().flatten()  # (V',)
         ids, maps = [], []
         for t in range(max_len + 1):
             out = self.step(tokens, state)
-            log_probs = out.log_probs
             if t == max_len:  # the length limit: only <eos> is left
-                log_probs = torch.full_like(log_probs, -torch.inf)
-                log_probs[:, eos] = 0.0
-            tokens = log_probs.argmax(-1)  # (B,)
+                tokens = torch.full_like(tokens, eos)
+            else:  # the most likely candidate; ties go to the lowest id
+                tokens = candidates[out.log_probs[:, candidates].argmax(-1)]  # (B,)
             finished = running & (tokens == eos)
             lengths = torch.where(finished, t, lengths)
             ids.append(torch.where(running, tokens, pad))

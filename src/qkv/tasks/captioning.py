@@ -9,12 +9,17 @@ validation exact match, the REINFORCE baseline included), ``metrics.csv`` and th
 The objective (summed over a batch, divided by its target words by the training engine):
 
 - soft attention: cross-entropy plus ``lambda sum_i (1 - sum_t alpha_ti)^2`` over the real
-  regions of each strip, ``t`` over its target steps (the doubly stochastic penalty, eq. 14);
-- hard attention (eq. 12): the cross-entropy of the sampled path, the REINFORCE term
-  ``-lambda_r (log p(y | s, a) - b) sum_t log p(s_t | a)`` with the reward the caption's
-  log-likelihood and ``b`` its moving average (a buffer of the model), and an entropy bonus
-  ``-lambda_e sum_t H[alpha_t]``; a share ``expected_fraction`` of the strips of each batch use
-  the expected context instead of a sample (and get no REINFORCE term).
+  regions of each strip, ``t`` over its target steps (the doubly stochastic penalty, eq. 14;
+  less its constant part ``R - 2 T``, which has no gradient, so the logged loss stays readable);
+- hard attention (eq. 12): the cross-entropy of the sampled path, the REINFORCE term and an
+  entropy bonus ``lambda_e sum_t H[alpha_t]``. The REINFORCE term is
+  ``-lambda_r sum_t (R_t - b L_t) log p(s_t | a)`` with ``R_t`` the log-likelihood of the target
+  words from step ``t`` on (the reward of eq. 12 less the words before ``t``, which choice
+  ``s_t`` cannot change: the gradient keeps its expectation and loses variance), ``L_t`` how
+  many words that is and ``b`` a moving average of the log-likelihood per word (a buffer of the
+  model). A share ``expected_fraction`` of the strips of each batch use the expected context
+  instead of a sample (section 4.1) and get no REINFORCE term. Both extra terms enter as
+  surrogates of value zero, so the logged training loss is the cross-entropy.
 
 The weights live in the model configuration (``doubly_stochastic``, ``reinforce_weight``,
 ``entropy_weight``, ``baseline_decay``, ``expected_fraction``).
@@ -100,20 +105,27 @@ def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
             if config.doubly_stochastic:
                 keep = batch.keep.flatten(1)  # (B, R)
                 penalty = doubly_stochastic_penalty(out.weights.float(), keep, steps)
+                # Each alpha_t sums to one over the real regions, so eq. 14 is sum_i S_i^2 plus
+                # the constant R - 2 T: dropped, so that the logged loss shows what can change.
+                penalty = penalty - (keep.sum(1) - 2 * steps.sum(1))
                 loss = loss + config.doubly_stochastic * penalty.sum()
             return loss, steps.sum()
-        nll = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="none")  # (B, T)
-        reward = -nll.sum(1).detach()  # (B,) log p(y | s, a)
-        sampled = ~expected  # type: ignore[operator]
+        words = -F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="none")  # (B, T)
+        words = words.detach()  # log p(y_t | ...), 0 at padding
+        sampled = (~expected)[:, None] & steps  # type: ignore[operator]  # (B, T)
         if torch.is_grad_enabled() and model.training:
-            baseline = _unwrap(model).update_baseline(reward[sampled])
+            baseline = _unwrap(model).update_baseline(words[sampled])
         else:
             baseline = _unwrap(model).baseline
-        advantage = (reward - baseline) * sampled  # (B,)
-        log_p = (out.log_probs * steps).sum(1)  # (B,) sum_t log p(s_t | a)
-        entropy = (out.entropies * steps).sum()
+        to_go = words.flip(1).cumsum(1).flip(1)  # (B, T): log-likelihood of words t, t+1, ...
+        left = steps.flip(1).cumsum(1).flip(1)  # (B, T): how many words that is
+        advantage = (to_go - baseline * left) * sampled  # (B, T)
+        # Surrogates whose value is zero and whose gradient is the REINFORCE estimate and the
+        # entropy bonus's: the logged training loss stays the cross-entropy (and penalty).
+        log_p = out.log_probs - out.log_probs.detach()
+        entropy = (out.entropies - out.entropies.detach()) * steps
         loss = loss - config.reinforce_weight * (advantage * log_p).sum()
-        return loss - config.entropy_weight * entropy, steps.sum()
+        return loss - config.entropy_weight * entropy.sum(), steps.sum()
 
     return loss_fn
 
@@ -157,7 +169,7 @@ def _caption_batch(
     for row in range(images.size(0)):
         length = int(out.lengths[row])
         maps = out.attention[row, :length].float().view(length, gh, width)  # (L, Gh, n Gw)
-        words = vocab.decode(out.ids[row, :length].tolist())
+        words = [vocab.words[i] for i in out.ids[row, :length].tolist()]
         captions.append(Caption(words, maps.clone(), gw, c.stride, tiles))
     return captions
 
@@ -187,7 +199,9 @@ def score_strips(
     """Exact match, BLEU and alignment accuracy of the model's greedy captions of ``strips``."""
     captions = caption_strips(model, vocab, strips, batch_size)
     references = [vocab.decode(strips.caption(i)) for i in range(len(strips))]
-    word_tiles = [strips.word_tiles[i, : int(strips.counts[i])].tolist() for i in range(len(strips))]
+    word_tiles = [
+        strips.word_tiles[i, : int(strips.counts[i])].tolist() for i in range(len(strips))
+    ]
     return score_captions(
         [c.words for c in captions],
         references,
@@ -358,32 +372,36 @@ class Captioner:
         c = self.model.config
         return c.image_channels, c.tile_height, c.tile_width
 
-    def _pixels(self, image: Tensor, index: int) -> Tensor:
-        """One strip ``(C, H, n W)`` as float in ``[0, 1]``, checked against the tiles."""
+    def _pixels(self, image: Tensor, name: str) -> Tensor:
+        """One strip ``(C, H, n W)`` as float in ``[0, 1]``, checked against the tiles; errors
+        call it ``name``."""
         channels, height, width = self.tile_shape
         expected = f"({channels}, {height}, n * {width}) with n >= 1"
         shape = tuple(image.shape)
         if image.dim() != 3 or shape[:2] != (channels, height) or not shape[2]:
-            raise ValueError(f"image {index} has shape {shape}; this captioner expects {expected}")
+            raise ValueError(f"{name} has shape {shape}; this captioner expects {expected}")
         if shape[2] % width:
             raise ValueError(
-                f"image {index} has shape {shape}: its width {shape[2]} is not a multiple of the "
+                f"{name} has shape {shape}: its width {shape[2]} is not a multiple of the "
                 f"tile width {width}; this captioner expects {expected}"
             )
         if image.dtype == torch.uint8:
             return image.float() / 255
         if not image.dtype.is_floating_point:
-            raise ValueError(f"image {index} must be uint8 (0-255) or float (0-1), got {image.dtype}")
+            raise ValueError(f"{name} must be uint8 (0-255) or float (0-1), got {image.dtype}")
         if image.numel() and (float(image.min()) < 0 or float(image.max()) > 1):
             raise ValueError(
-                f"image {index} is float with values in [{float(image.min()):g}, "
+                f"{name} is float with values in [{float(image.min()):g}, "
                 f"{float(image.max()):g}]; float images must lie in [0, 1] (or pass uint8 0-255)"
             )
         return image.float()
 
-    def caption(self, images: Tensor | Sequence[Tensor]) -> list[Caption]:
+    def caption(
+        self, images: Tensor | Sequence[Tensor], names: Sequence[str] | None = None
+    ) -> list[Caption]:
         """Caption strips: a tensor ``(N, C, H, n W)`` or a list of ``(C, H, n_i W)`` strips,
-        uint8 (0-255) or float (0-1). Strips of one width are captioned together."""
+        uint8 (0-255) or float (0-1). Strips of one width are captioned together. An image
+        that does not fit is named in the error by ``names`` (file names, say) or its index."""
         if isinstance(images, Tensor):
             if images.dim() != 4:
                 raise ValueError(
@@ -391,7 +409,10 @@ class Captioner:
                     f"{tuple(images.shape)}"
                 )
             images = list(images)
-        strips = [self._pixels(image, i) for i, image in enumerate(images)]
+        if names is not None and len(names) != len(images):
+            raise ValueError(f"{len(names)} names for {len(images)} images")
+        labels = list(names) if names is not None else [f"image {i}" for i in range(len(images))]
+        strips = [self._pixels(image, label) for image, label in zip(images, labels, strict=True)]
         width = self.model.config.tile_width
         device = next(self.model.parameters()).device
         size = self.config.decode.batch_size  # type: ignore[union-attr]
@@ -407,16 +428,28 @@ class Captioner:
                     captions[row] = caption
         return captions  # type: ignore[return-value]
 
-    def evaluate(self, split: str = "test") -> dict[str, Any]:
-        """Exact match, BLEU, alignment accuracy and the number of strips on the fixed
-        ``valid`` or ``test`` strips of the model's data set."""
+    def held_out(self, split: str = "test") -> Strips:
+        """The fixed ``valid`` or ``test`` strips of the model's data set (those it is scored
+        on)."""
         if split not in ("valid", "test"):
             raise ValueError(f"split must be valid or test, got {split!r}")
         data: CaptionDataConfig = self.config.data  # type: ignore[assignment]
         count = data.valid_strips if split == "valid" else data.test_strips
-        strips = held_out_strips(
+        return held_out_strips(
             _dataset(data), split, count, min_tiles=data.min_tiles, max_tiles=data.max_tiles
         )
+
+    def test_strips(self, count: int | None = None) -> Strips:
+        """The first ``count`` of the test strips :meth:`evaluate` scores (all when None)."""
+        strips = self.held_out("test")
+        if count is not None and not 0 <= count <= len(strips):
+            raise ValueError(f"count must be between 0 and {len(strips)} test strips, got {count}")
+        return strips if count is None else strips.subset(slice(0, count))
+
+    def evaluate(self, split: str = "test") -> dict[str, Any]:
+        """Exact match, BLEU, alignment accuracy and the number of strips on the fixed
+        ``valid`` or ``test`` strips of the model's data set."""
+        strips = self.held_out(split)
         size = self.config.decode.batch_size  # type: ignore[union-attr]
         with torch.inference_mode():
             scores = score_strips(self.model, self.vocab, strips, size)
