@@ -19,6 +19,7 @@ from qkv.cli import (
     generate,
     plot_attention,
     plot_curves,
+    serve,
     study,
     train,
     translate,
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         evaluate,
         plot_attention,
         plot_curves,
+        serve,
         study,
         demo,
     ):

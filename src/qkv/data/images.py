@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import io
 import logging
 import zlib
 from dataclasses import dataclass
@@ -454,21 +455,50 @@ def read_image(
         DataError: naming the file: missing, unreadable, or not an image.
         DatasetUnavailable: Pillow is not installed.
     """
+    file = Path(path)
+    if not file.is_file():
+        raise DataError(f"{file}: no such image file")
+    return decode_image(file.read_bytes(), channels=channels, size=size, name=str(file))
+
+
+def decode_image(
+    data: bytes,
+    *,
+    channels: int,
+    size: int | tuple[int, int] | None = None,
+    name: str = "image",
+    max_side: int | None = None,
+) -> torch.Tensor:
+    """The bytes of a PNG / JPEG file as a ``uint8`` tensor ``(C, H, W)``, as
+    :func:`read_image`; ``max_side`` refuses an image wider or taller than that many pixels
+    before its pixels are decoded (a small file may claim a huge image).
+
+    Raises:
+        DataError: naming ``name``: not an image, or larger than ``max_side``.
+        DatasetUnavailable: Pillow is not installed.
+    """
     if importlib.util.find_spec("PIL") is None:
         raise DatasetUnavailable("reading images needs Pillow: pip install pillow")
     from PIL import Image
 
     if channels not in (1, 3):
         raise DataError(f"channels must be 1 or 3, got {channels}")
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"{file}: no such image file")
     target = _size_option(size)
     try:
-        with Image.open(file) as image:
-            image.load()
+        image = Image.open(io.BytesIO(data))  # reads the header only
+    except Image.UnidentifiedImageError:
+        raise DataError(f"{name}: not a readable image (no image format Pillow knows)") from None
     except (OSError, ValueError, Image.DecompressionBombError) as error:
-        raise DataError(f"{file}: not a readable image: {error}") from None
+        raise DataError(f"{name}: not a readable image: {error}") from None
+    if max_side is not None and max(image.size) > max_side:
+        raise DataError(
+            f"{name} is {image.width}x{image.height} pixels; at most {max_side} pixels a side "
+            "are accepted"
+        )
+    try:
+        image.load()
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise DataError(f"{name}: not a readable image: {error}") from None
     if target is not None and (image.height, image.width) != target:
         image = image.resize((target[1], target[0]), Image.Resampling.BILINEAR)
     return torch.from_numpy(_pixels(image, "L" if channels == 1 else "RGB").copy())

@@ -313,6 +313,28 @@ class LanguageModel:
         )
         return [cut_at_stop(self.tokenizer.decode(ids)) for ids in out.tokens]
 
+    def tokens(self, ids: Sequence[int]) -> list[str]:
+        """Each id as text (a byte-level piece may be part of a character: shown as U+FFFD)."""
+        pieces = getattr(self.tokenizer, "pieces", None)
+        if pieces is not None:
+            return pieces(list(ids))
+        return [self.tokenizer.decode([i]) for i in ids]
+
+    def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
+        """The tokens of ``text`` and each layer's causal self-attention ``(H, T, T)`` over
+        them (row ``t``: what position ``t`` attends to when it predicts token ``t + 1``)."""
+        ids = self.encode_prompt(text)
+        limit = self.model.config.max_len
+        if len(ids) > limit:
+            raise ValueError(
+                f"the text has {len(ids)} tokens, but this model reads at most {limit} (max_len)"
+            )
+        device = _device_of(self.model)
+        with torch.inference_mode():
+            out = self.model(torch.tensor([ids], device=device), need_weights=True)
+        layers = [w[0].float().cpu() for w in out.attentions.get("decoder", [])]
+        return self.tokens(ids), layers
+
     def evaluate(self, split: str = "test", *, max_tokens: int | None = None) -> LMEvaluation:
         """Perplexity and bits per character on ``split`` of the model's corpus, in windows of
         the training ``block_size`` (``max_tokens``: score only the first that many)."""

@@ -297,6 +297,19 @@ class Translator:
         every layer's cross-attention: one ``(H, T, S)`` tensor per layer (``H = 1`` for RNNs),
         ``T`` counting the EOS. Empty for a model without attention.
         """
+        translation, maps = self.attentions(text, beam_size=beam_size)
+        return translation, maps.get("cross", [])
+
+    def attentions(
+        self, text: str, *, beam_size: int | None = None
+    ) -> tuple[Translation, dict[str, list[Tensor]]]:
+        """Translate ``text``, then run the model on its own output (teacher forcing) and
+        return every attention it has, by kind, one ``(H, Tq, Tk)`` tensor per layer:
+        ``"cross"`` ``(H, T, S)`` (the only one of an RNN, ``H = 1``; none for the
+        fixed-context baseline), and for Transformers ``"encoder"`` ``(H, S, S)`` and
+        ``"decoder"`` ``(H, T, T)``. ``S`` counts the source EOS, ``T`` the target EOS: row
+        ``t`` is the step that produced ``translation.target_pieces[t]`` from the inputs
+        ``<s>``, ``target_pieces[:t]``."""
         (translation,) = self.translate([text], beam_size=beam_size)
         source = [*self.source_tokenizer.encode(text), EOS_ID]
         device = _device_of(self.model)
@@ -305,7 +318,11 @@ class Translator:
         lengths = torch.tensor([len(source)], device=device)
         with torch.inference_mode():
             out = self.model.eval()(src, lengths, tgt_in, need_weights=True)
-        maps = [layer[0] for layer in out.attentions.get("cross", [])]  # (H, T, S) per layer
+        maps = {
+            kind: [layer[0] for layer in layers]  # (H, Tq, Tk) per layer
+            for kind, layers in out.attentions.items()
+            if layers
+        }
         return translation, maps
 
     def _decode(self, sources: list[list[int]], beam_size: int) -> list[Any]:

@@ -1,0 +1,144 @@
+"""``qkv serve`` and ``qkv explore`` through the real command line, and the page's inlined data:
+the server answers on the port it prints and warns when bound beyond loopback; the exported page
+holds everything it needs (no URL to load) and its data reads back exactly, even when the input
+tries to close the script element; bad input exits 2 without a traceback and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("sklearn")
+
+from qkv.explorer.page import page_data, render_page  # noqa: E402
+from qkv.explorer.views import Limits  # noqa: E402
+
+from ..integration.test_reverse_cli import ROOT, qkv  # noqa: E402
+from .models import train_models  # noqa: E402
+from .test_api import digit_png  # noqa: E402
+
+DATA = re.compile(r'<script id="qkv-data" type="application/json">(.*?)</script>', re.S)
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    return train_models(tmp_path_factory.mktemp("explorer-cli"), ("translation", "vit"))
+
+
+def page_json(html: str) -> dict:
+    """The page's data: the first such element (the script's comments may name it again)."""
+    return json.loads(DATA.search(html).group(1))
+
+
+def test_explore_writes_one_self_contained_page(dirs, tmp_path):
+    out = tmp_path / "page.html"
+    result = qkv("explore", "--model", str(dirs["translation"]), "a b c", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    html = out.read_text(encoding="utf-8")
+    data = page_json(html)
+    assert data["mode"] == "static" and data["result"]["input"] == {"text": "a b c"}
+    assert result.stdout.splitlines()[0] == data["result"]["output"]["summary"]
+    assert {v["id"] for v in data["result"]["views"]} == {"cross", "encoder", "decoder"}
+    # Nothing to fetch when it is viewed: no src/href to a URL, no fetch of a remote resource.
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "{{" not in html
+    (tmp_path / "digit.png").write_bytes(digit_png(5))
+    out = tmp_path / "vit.html"
+    result = qkv(
+        "explore", "--model", str(dirs["vit"]), str(tmp_path / "digit.png"), "-o", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    view = page_json(out.read_text(encoding="utf-8"))["result"]["views"][0]
+    assert view["type"] == "image" and view["groups"][0]["name"] == "rollout"
+
+
+def test_inlined_data_cannot_close_its_script():
+    text = "</script><script>alert(1)</script> & <!-- \u2028"
+    result = {"model": "m", "kind": "translation", "input": {"text": text},
+              "output": {"summary": text}, "views": []}  # fmt: skip
+    data = page_data("static", [{"name": "m"}], Limits(), result)
+    html = render_page(data)
+    assert html.count("</script>") == 2  # the data's and the script's own closing tags
+    assert page_json(html) == json.loads(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("explore", "--model", "{vit}", "{tmp}/missing.png", "-o", "{tmp}/a.html"),
+         "missing.png: no such image file"),
+        (("explore", "--model", "{vit}", "{tmp}/notes.png", "-o", "{tmp}/a.html"),
+         "not a readable image"),
+        (("explore", "--model", "{translation}", "", "-o", "{tmp}/a.html"), "the text is empty"),
+        (("explore", "--model", "{translation}", "a", "-o", "{tmp}/a.png"), "an .html file"),
+        (("explore", "--model", "{tmp}", "a", "-o", "{tmp}/a.html"), "no model directory"),
+        (("serve", "--model", "{translation}", "--port", "70000"), "--port must be between"),
+        (("serve", "--model", "{tmp}"), "no model directory"),
+    ],
+)  # fmt: skip
+def test_bad_input_exits_2(dirs, tmp_path, argv, message):
+    (tmp_path / "notes.png").write_text("not an image")
+    values = {"vit": dirs["vit"], "translation": dirs["translation"], "tmp": tmp_path}
+    result = qkv(*(a.format(**values) for a in argv))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "a.html").exists()
+
+
+def _start(*args: str) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "qkv", "serve", *args, "--port", "0"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    line = process.stdout.readline()  # "serving NAME (KIND) at http://HOST:PORT/ ..."
+    match = re.search(r"at (http://\S+/)", line)
+    if match is None:
+        process.kill()
+        raise AssertionError(f"no address in {line!r}: {process.stderr.read()}")
+    return process, match.group(1)
+
+
+def _get(url: str) -> httpx.Response:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return httpx.get(url, timeout=5)
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_serve_answers_and_stops_on_ctrl_c(dirs):
+    process, url = _start("--model", str(dirs["translation"]), "--model", str(dirs["vit"]))
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        assert _get(url + "api/health").json() == {"status": "ok", "models": 2}
+        reply = httpx.post(url + "api/run", json={"model": "reverse", "text": "a b"}, timeout=30)
+        assert reply.status_code == 200 and reply.json()["views"]
+        assert "qkv-data" in _get(url).text
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0 and "Traceback" not in stderr
+
+
+def test_serve_warns_when_reachable_from_other_machines(dirs):
+    process, url = _start("--model", str(dirs["translation"]), "--host", "0.0.0.0")
+    try:
+        port = url.rsplit(":", 1)[1].rstrip("/")
+        assert _get(f"http://127.0.0.1:{port}/api/health").status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert "warning: binding to 0.0.0.0" in stderr and "no authentication" in stderr
