@@ -139,20 +139,22 @@ class ExplorerModel:
             raise InputError(f'{label} takes text (in "text"), not an image')
         if max_new_tokens is not None and self.kind != "language_model":
             raise InputError("max_new_tokens is for language models")
+        # Checks that need no model come first, so that bad input never waits for the lock.
+        if self.takes_image:
+            pixels = self.image(image, image_name, limits)  # type: ignore[arg-type]
+            size = {"width": int(pixels.size(2)), "height": int(pixels.size(1))}
+            described: dict[str, Any] = {"image": {"name": image_name, **size}}
+        else:
+            text = check_text(text, limits)  # type: ignore[arg-type]
+            described = {"text": text}
         with self.lock:
             try:
-                if self.takes_image:
-                    pixels = self.image(image, image_name, limits)  # type: ignore[arg-type]
-                    described = {"image": {"name": image_name, "width": int(pixels.size(2)),
-                                           "height": int(pixels.size(1))}}  # fmt: skip
-                    if self.kind == "image_classification":
-                        result = explore_vit(self.runner, pixels)
-                    else:
-                        result = explore_captioner(self.runner, pixels, image_name)
+                if self.kind == "image_classification":
+                    result = explore_vit(self.runner, pixels)
+                elif self.kind == "captioning":
+                    result = explore_captioner(self.runner, pixels, image_name)
                 else:
-                    text = check_text(text, limits)  # type: ignore[arg-type]
-                    described = {"text": text}
-                    result = self._run_text(text, max_new_tokens, limits)
+                    result = self._run_text(text, max_new_tokens, limits)  # type: ignore[arg-type]
             except InputError:
                 raise
             except ValueError as error:  # the library's own checks name what is wrong
