@@ -86,7 +86,7 @@ def plot_image_attention(
     rows = math.ceil(panels / columns)
     panel_w = 2.2 * max(1.0, width / height) if columns == 1 else 2.2
     panel_h = 2.2 * height / width if columns == 1 else 2.2
-    figure = Figure(figsize=(panel_w * columns, (panel_h + 0.35) * rows))
+    figure = Figure(figsize=(panel_w * columns, (panel_h + 0.4) * rows), layout="constrained")
     grid = figure.subplots(rows, columns, squeeze=False)
     for axes in grid.flat:
         axes.axis("off")
@@ -109,7 +109,7 @@ def plot_image_attention(
             alpha=alpha,
             interpolation="nearest",
         )
-        axes.set_title(f"{name}\nmax {peak:.2f}", fontsize=8)
+        axes.set_title(f"{name} (max {peak:.2f})", fontsize=8)
     if title:
         figure.suptitle(title, fontsize=10)
     return _save(figure, path)
