@@ -4,7 +4,7 @@
 with ``static/explorer.css``, ``static/explorer.js`` and the page's data as JSON::
 
     {"mode": "served" | "static", "models": [ExplorerModel.describe(), ...],
-     "limits": {...Limits}, "result": RESULT or null, "api": "/api/run"}
+     "limits": {...Limits}, "result": RESULT or null, "api": "api/run"}
 
 ``served``: the page asks the server (``POST api``) for each input it is given. ``static``: an
 exported page (``qkv explore``) shows the one ``result`` inlined, needs no server and loads

@@ -74,7 +74,8 @@ class InputError(ValueError):
 
 
 def _rounded(weights: Tensor) -> list:
-    return weights.detach().float().cpu().round(decimals=DIGITS).tolist()
+    # In float64: rounded in float32, 0.003 would be written 0.003000000026077032.
+    return weights.detach().double().cpu().round(decimals=DIGITS).tolist()
 
 
 def token_view(
