@@ -86,7 +86,8 @@ def digit_pngs(count: int) -> list[str]:
 
 
 def plan(count: int, models: list[dict], seed: int) -> list[tuple[str, object, int]]:
-    """``count`` requests: ``(kind, body, expected status)``; every eighth one invalid."""
+    """``count`` requests: ``(model name or "invalid", body, expected status)``; every eighth
+    one invalid."""
     rng = random.Random(seed)
     digits = digit_pngs(64) if any(m["input"] == "image" for m in models) else []
     text_model = next((m["name"] for m in models if m["input"] == "text"), None)
@@ -107,12 +108,13 @@ def plan(count: int, models: list[dict], seed: int) -> list[tuple[str, object, i
         if index % 8 == 7:
             requests.append(rng.choice(invalid))
             continue
-        model = models[index % len(models)]
+        model = models[(index - index // 8) % len(models)]  # the valid ones in turn
         if model["input"] == "text":
             text = " ".join(rng.choice(SYMBOLS) for _ in range(rng.randint(3, 7)))
-            requests.append(("valid", {"model": model["name"], "text": text}, 200))
+            requests.append((model["name"], {"model": model["name"], "text": text}, 200))
         else:
-            requests.append(("valid", {"model": model["name"], "image": rng.choice(digits)}, 200))
+            body = {"model": model["name"], "image": rng.choice(digits)}
+            requests.append((model["name"], body, 200))
     return requests
 
 
@@ -174,6 +176,7 @@ def summarize(results: list[dict], seconds: float) -> dict:
     statuses: dict[str, int] = {}
     for row in results:
         statuses[str(row["status"])] = statuses.get(str(row["status"]), 0) + 1
+    kinds = sorted({r["kind"] for r in results} - {"invalid"})
     return {
         "requests": len(results),
         "answered_as_expected": sum(r["ok"] for r in results),
@@ -181,15 +184,17 @@ def summarize(results: list[dict], seconds: float) -> dict:
         "seconds": round(seconds, 2),
         "requests_per_s": round(len(results) / seconds, 1),
         "all": stats(results),
-        "valid": stats([r for r in results if r["kind"] == "valid"]),
+        "valid": stats([r for r in results if r["kind"] != "invalid"]),
         "invalid": stats([r for r in results if r["kind"] == "invalid"]),
+        "by_model": {k: stats([r for r in results if r["kind"] == k]) for k in kinds},
     }
 
 
 def report(summary: dict) -> str:
     rows = []
-    for name in ("all", "valid", "invalid"):
-        s = summary[name]
+    groups = [(name, summary[name]) for name in ("all", "valid", "invalid")]
+    groups += [(f"valid, {name}", s) for name, s in summary["by_model"].items()]
+    for name, s in groups:
         rows.append(f"| {name} | {s['requests']} | {s['p50_ms']} | {s['p95_ms']} | {s['max_ms']} |")
     statuses = ", ".join(f"{k}: {v}" for k, v in summary["statuses"].items())
     return "\n".join(
@@ -201,11 +206,12 @@ def report(summary: dict) -> str:
             f"({summary['server_threads']} PyTorch thread) with {', '.join(summary['models'])}; "
             f"{summary['requests']} requests from {summary['clients']} concurrent clients, one in "
             "eight invalid (empty or over-long text, unknown model, not an image, not JSON). "
-            "Each model runs one request at a time (its lock); the others wait their turn.",
+            "Each model runs one request at a time (its lock); the others wait their turn, so "
+            "a request's latency is mostly its queue: about half the clients wait on each model.",
             "",
             f"- answered as expected: **{summary['answered_as_expected']} / "
             f"{summary['requests']}** ({statuses}); healthy afterwards: "
-            f"**{summary['healthy_after']}**",
+            f"**{'yes' if summary['healthy_after'] else 'no'}**",
             f"- {summary['seconds']} s in all, {summary['requests_per_s']} requests/s",
             "",
             "| requests | n | p50 (ms) | p95 (ms) | max (ms) |",
@@ -220,7 +226,7 @@ def report(summary: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", action="append", required=True, help="model directory")
+    parser.add_argument("--model", action="append", default=[], help="model directory")
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="the server's PyTorch threads")
@@ -228,7 +234,15 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--json", type=Path, default=Path("docs/results/explorer-load.json"))
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the section from --json"
+    )
     args = parser.parse_args()
+    if args.report_only:
+        splice(args.out, report(json.loads(args.json.read_text())), BEGIN, END)
+        return 0
+    if not args.model:
+        parser.error("give at least one --model DIR")
     process, url = start_server(args.model, args.threads)
     try:
         models = httpx.get(url + "api/models", timeout=30).json()["models"]
