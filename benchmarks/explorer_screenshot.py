@@ -2,14 +2,12 @@
 on a loopback port, drive the page in Chromium to a translation's cross-attention (or a language
 model's self-attention) in the head view with one target token hovered, and save the PNG.
 
-    PYTHONPATH=src python benchmarks/explorer_screenshot.py       # the models in /tmp/xmodels
-
 The README's picture shows a Transformer that has learnt the reverse task (800 steps, about a
-CPU minute), served beside the explorer tests' tiny language model and ViT:
+CPU minute), served beside the load test's small ViT:
 
     qkv train configs/tiny/reverse-transformer.yaml --threads 1    # -> runs/reverse-transformer
-    PYTHONPATH=src python benchmarks/explorer_screenshot.py --model runs/reverse-transformer \\
-        --model /tmp/xmodels/kjv-char --model /tmp/xmodels/vit-digits --text "a b c d e f g"
+    qkv train configs/vit/digits.yaml --set train.max_minutes=1    # -> runs/vit-digits
+    PYTHONPATH=src python benchmarks/explorer_screenshot.py --text "a b c d e f g"
 
 It needs Playwright's Python package and a Chromium (``--chromium``, Debian's by default); it
 downloads nothing. The PNG is reduced to a 256-colour palette when it would be over ``--max-kb``.
@@ -29,7 +27,7 @@ from qkv.explorer.app import create_app  # noqa: E402
 from qkv.explorer.server import background_server  # noqa: E402
 from qkv.explorer.session import ExplorerModels  # noqa: E402
 
-DEFAULT_MODELS = [Path("/tmp/xmodels") / name for name in ("reverse", "kjv-char", "vit-digits")]
+DEFAULT_MODELS = [ROOT / "runs" / name for name in ("reverse-transformer", "vit-digits")]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--disable-quic"]  # fmt: skip

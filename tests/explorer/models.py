@@ -1,7 +1,8 @@
 """Small trained models of every kind the explorer shows, for its tests and its load test: a
 Transformer translating the reverse task, a character language model on the King James Bible, a
 Transformer classifier and tagger on small real-word files, a ViT and a captioner on
-scikit-learn's real 8x8 digits. A few dozen steps each (seconds): the explorer's tests check what
+scikit-learn's real 8x8 digits; on request, RNN translators with Bahdanau attention and with
+none (the fixed-context baseline). A few dozen steps each (seconds): the explorer's tests check what
 it shows of a model, not how good the model is."""
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ FROM_CONFIGS = {
     "vit": ("vit-digits", "configs/vit/digits.yaml",
             ["train.max_steps=30", "train.max_minutes=null"]),
     "caption": ("caption-digits", "configs/caption/tiny.yaml", ["train.max_steps=30"]),
+    "bahdanau": ("reverse-bahdanau", "configs/tiny/reverse-rnn-bahdanau.yaml",
+                 ["train.max_steps=20", "data.options.n_train=2000"]),
+    "fixed-context": ("reverse-none", "configs/tiny/reverse-rnn-none.yaml",
+                      ["train.max_steps=20", "data.options.n_train=2000"]),
 }  # fmt: skip
 COMMON = ["train.tensorboard=false", "train.checkpoint_every=null", "train.warmup_steps=5",
           "train.eval_every=30"]  # fmt: skip

@@ -106,6 +106,17 @@ def test_translation_equals_the_translator(client, models):
     assert decoder.triu(1).abs().max() == 0
 
 
+def test_rnn_translators_one_alignment_or_none(tmp_path):
+    dirs = train_models(tmp_path, ("bahdanau", "fixed-context"))
+    client = TestClient(create_app(ExplorerModels.load(list(dirs.values()))))
+    result = client.post("api/run", json={"model": "reverse-bahdanau", "text": "a b c"}).json()
+    (view,) = result["views"]  # the alignment: one layer, one head
+    assert view["id"] == "cross" and len(view["layers"]) == 1 and len(view["layers"][0]) == 1
+    check_rows(view)
+    result = client.post("api/run", json={"model": "reverse-none", "text": "a b c"}).json()
+    assert result["views"] == [] and result["output"]["text"] is not None
+
+
 def test_language_model_generates_greedily_and_attends_causally(client, models):
     reply = client.post(
         "api/run", json={"model": "kjv-char", "text": "And God said", "max_new_tokens": 12}

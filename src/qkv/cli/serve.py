@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -86,10 +87,8 @@ def run_serve(args: argparse.Namespace) -> int:
     names = ", ".join(f"{m.name} ({m.kind})" for m in models)
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"serving {names} at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops a server: uvicorn has shut down
         serve(app, sock)
-    except KeyboardInterrupt:  # Ctrl-C is how a server is stopped: uvicorn has shut down
-        pass
     print("stopped")
     return 0
 
