@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from qkv.attention.core import attend
 from qkv.attention.masks import padding_mask
@@ -56,6 +56,30 @@ def _rnn(
     return RNN_CELLS[cell](
         input_size, hidden_size, num_layers, batch_first=True, dropout=dropout, **kw
     )
+
+
+def _lstm_needs_float32(rnn: nn.RNNBase, device: torch.device) -> bool:
+    """Under CPU bfloat16 autocast, ``nn.LSTM`` runs oneDNN's bfloat16 LSTM, which exists only
+    on CPUs with bfloat16 support (AVX-512 BF16, AMX); elsewhere (an AVX2 CPU) it fails with
+    "could not create a primitive descriptor". There the LSTM runs in float32."""
+    return (
+        isinstance(rnn, nn.LSTM)
+        and device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
+
+
+def run_rnn(rnn: nn.RNNBase, x: Tensor | PackedSequence, state: object = None):
+    """``rnn(x, state)``, in float32 where this CPU has no bfloat16 LSTM (see above)."""
+    device = (x.data if isinstance(x, PackedSequence) else x).device
+    if not _lstm_needs_float32(rnn, device):
+        return rnn(x, state)
+    with torch.autocast("cpu", enabled=False):
+        if isinstance(state, tuple):
+            state = tuple(s.float() for s in state)
+        return rnn(x.float(), state)
 
 
 @dataclass(frozen=True)
@@ -117,7 +141,7 @@ class RecurrentEncoder(nn.Module):
         b, s = src.shape
         emb = self.dropout(self.embed(src))  # (B, S, E)
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, hn = self.rnn(packed)
+        out, hn = run_rnn(self.rnn, packed)
         memory, _ = pad_packed_sequence(out, batch_first=True, total_length=s)  # (B, S, 2He)
         hn, cn = hn if isinstance(hn, tuple) else (hn, None)
         keep = padding_mask(lengths.to(src.device), s)[:, 0]  # (B, 1, 1, S) -> (B, 1, S)
@@ -288,10 +312,10 @@ class RecurrentDecoder(nn.Module):
         """RNN over ``x (B, T, I)`` from ``state``; returns outputs ``(B, T, Ds)``, new state."""
         h0 = state.hidden.transpose(0, 1).contiguous()  # (B, L, Ds) -> (L, B, Ds)
         if state.cell is None:
-            out, hn = self.rnn(x, h0)
+            out, hn = run_rnn(self.rnn, x, h0)
             return out, replace(state, hidden=hn.transpose(0, 1))  # (B, L, Ds)
         c0 = state.cell.transpose(0, 1).contiguous()  # (L, B, Ds)
-        out, (hn, cn) = self.rnn(x, (h0, c0))
+        out, (hn, cn) = run_rnn(self.rnn, x, (h0, c0))
         return out, replace(state, hidden=hn.transpose(0, 1), cell=cn.transpose(0, 1))
 
 
