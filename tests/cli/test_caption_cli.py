@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from qkv.cli.main import main
+
 from ..integration.test_reverse_cli import qkv
 
 pytestmark = pytest.mark.skipif(
@@ -65,7 +67,7 @@ def test_evaluate_and_plot_attention(run, tmp_path):
     assert out.stat().st_size > 2000 and f"wrote {out}" in result.stdout
 
 
-def test_bad_input_exits_2_and_names_it(run, tmp_path):
+def test_bad_input_exits_2_and_names_it(run, tmp_path, capsys):
     from PIL import Image
 
     Image.new("L", (13, 8)).save(tmp_path / "odd.png")
@@ -86,11 +88,13 @@ def test_bad_input_exits_2_and_names_it(run, tmp_path):
             "--pooling and --heads are not for captioners",
         ),
     ]  # fmt: skip
-    for argv, message in cases:
-        result = qkv(*argv)
-        assert result.returncode == 2, (argv, result.stderr)
-        assert message in result.stderr and "Traceback" not in result.stderr
-    result = qkv("caption", "--model", model, str(tmp_path / "odd.png"))
-    assert result.returncode == 2 and "odd.png" in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr
+    # In process: the CLI's own entry point, without a new interpreter for each case.
+    for argv, message in [*cases, (("caption", "--model", model, str(tmp_path / "odd.png")),
+                                   f"{tmp_path / 'odd.png'} has shape (1, 8, 13)")]:  # fmt: skip
+        assert main(list(argv)) == 2, argv
+        stderr = capsys.readouterr().err
+        assert message in stderr and "Traceback" not in stderr, (argv, stderr)
     assert not (tmp_path / "x.png").exists()
+    result = qkv("caption", "--model", model, "--test-strips", "-1")  # the real command, once
+    assert result.returncode == 2 and "--test-strips must be >= 0" in result.stderr
+    assert "Traceback" not in result.stderr
