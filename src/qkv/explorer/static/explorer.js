@@ -473,9 +473,10 @@
     if (groups.length === 1) groupSelect.disabled = true;
 
     const mapButtons = el("div", { class: "map-buttons", role: "group", "aria-label": "maps" });
-    const scale = Math.max(width, height) <= 320
-      ? Math.max(1, Math.floor(320 / Math.max(width, height)))
-      : 320 / Math.max(width, height);
+    // The longer side drawn at about 320 px, or 640 px for a strip (a caption's row of tiles).
+    const side = Math.max(width, height);
+    const target = side > 2 * Math.min(width, height) ? 640 : 320;
+    const scale = side <= target ? Math.max(1, Math.floor(target / side)) : target / side;
     const canvas = el("canvas", { class: "image-canvas", role: "img" });
     canvas.width = Math.round(width * scale);
     canvas.height = Math.round(height * scale);
