@@ -29,6 +29,7 @@ from torch import Tensor
 
 from qkv.attention.core import masked_softmax
 from qkv.attention.kv_cache import KVCache
+from qkv.hardware import warn_if_slow_bfloat16
 
 
 class CausalLM(Protocol):
@@ -156,6 +157,8 @@ def generate(
     # A model with a lean decode step (TransformerLM) uses it, in weights_dtype if given.
     fast = None
     if use_cache and fast_step and hasattr(model, "decode_step"):
+        if weights_dtype == torch.bfloat16:
+            warn_if_slow_bfloat16(device, "bfloat16 weights")
         fast = model.decode_weights(weights_dtype or torch.float32)
     elif weights_dtype is not None:
         raise ValueError("weights_dtype needs the KV cache and a model with decode_step")

@@ -30,6 +30,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from qkv.attention.core import attend
 from qkv.attention.masks import padding_mask
 from qkv.attention.scores import Additive, Score
+from qkv.hardware import cpu_has_bfloat16
 
 __all__ = [
     "RNN_CELLS",
@@ -67,7 +68,7 @@ def _lstm_needs_float32(rnn: nn.RNNBase, device: torch.device) -> bool:
         and device.type == "cpu"
         and torch.is_autocast_enabled("cpu")
         and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        and not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        and not cpu_has_bfloat16()
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from qkv.hardware import warn_if_slow_bfloat16
 from qkv.training.checkpoint import CheckpointError
 from qkv.training.distributed import Distributed
 from qkv.training.metrics_log import MetricsLog
@@ -226,6 +227,8 @@ def train(
         device = torch.device("cuda", dist_.local_rank)  # one GPU per process
     if config.precision == "fp16" and device.type != "cuda":
         raise ValueError("train.precision=fp16 needs a CUDA device; use bf16 on the CPU")
+    if config.precision == "bf16":
+        warn_if_slow_bfloat16(device, "train.precision=bf16")
     model.to(device)
     torch.manual_seed(config.seed)
     optimiser = torch.optim.AdamW(
