@@ -19,13 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from report_section import log, splice
+from report_section import log, publish, run_named
 
-from qkv.io import atomic_write, atomic_write_json
 from qkv.tasks.captioning import Captioner, train_captioner
 from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
-from qkv.training.checkpoint import read_json
 
 RUNS = {
     "mnist-soft": "configs/caption/mnist-soft.yaml",
@@ -158,19 +156,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=Path("docs/results/captioning.json"))
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args()
-    unknown = sorted(set(args.runs) - set(RUNS))
-    if unknown:
-        parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
-    results = read_json(args.json) if args.json.is_file() else {}
-    if not args.report_only:
-        for name in args.runs:
-            results[name] = run_one(name, args.threads, args.set)
-            atomic_write_json(args.json, results)  # keep each finished run
-    ordered = {name: results[name] for name in RUNS if name in results}
+    ordered = run_named(
+        parser,
+        args.runs,
+        RUNS,
+        args.json,
+        lambda name: run_one(name, args.threads, args.set),
+        report_only=args.report_only,
+    )
     section = report(ordered)
-    splice(args.out, section, BEGIN, END)
-    text = section.split("\n", 1)[1][1:].rsplit(END, 1)[0]  # its "## " heading as "# "
-    atomic_write(args.json.with_suffix(".md"), lambda f: f.write(text.encode("utf-8")))
+    publish(section, args.out, args.json.with_suffix(".md"), "Captioning quality", BEGIN, END)
     print(section)
     return 0
 

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from qkv.io import atomic_write
+from qkv.io import atomic_write, atomic_write_json
+from qkv.training.checkpoint import read_json
 
 
 def log(message: str) -> None:
@@ -26,3 +29,33 @@ def splice(path: Path, section: str, begin: str, end: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def run_named(
+    parser: argparse.ArgumentParser,
+    names: Sequence[str],
+    known: Sequence[str],
+    results_path: Path,
+    run: Callable[[str], dict],
+    *,
+    report_only: bool,
+) -> dict:
+    """The results of the ``known`` runs, in that order: those kept in ``results_path`` (JSON),
+    with each of ``names`` run again by ``run(name)`` first (unless ``report_only``) and saved
+    as soon as it finishes. Unknown names are a usage error."""
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    results = read_json(results_path) if results_path.is_file() else {}
+    if not report_only:
+        for name in names:
+            results[name] = run(name)
+            atomic_write_json(results_path, results)  # keep each finished run
+    return {name: results[name] for name in known if name in results}
+
+
+def publish(section: str, out: Path, markdown: Path, title: str, begin: str, end: str) -> None:
+    """Splice ``section`` into ``out`` and write it alone, under ``# title``, to ``markdown``."""
+    splice(out, section, begin, end)
+    body = section.split("\n", 1)[1].rsplit(end, 1)[0]  # without the markers
+    atomic_write(markdown, lambda handle: handle.write(f"# {title}\n\n{body}".encode()))

@@ -24,13 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report_section import log, splice
+from report_section import log, publish, run_named
 
-from qkv.io import atomic_write_json
 from qkv.tasks.image_classification import ImageClassifier
 from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
-from qkv.training.checkpoint import read_json
 
 RUNS = {
     "fashion-mnist": "configs/vit/fashion-mnist.yaml",
@@ -141,20 +139,17 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=Path("docs/results/vit-quality.json"))
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args()
-    unknown = sorted(set(args.runs) - set(RUNS))
-    if unknown:
-        parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
-    results = read_json(args.json) if args.json.is_file() else {}
-    if not args.report_only:
-        for name in args.runs:
-            results[name] = run_one(name, args.threads, train=not args.scored)
-            atomic_write_json(args.json, results)  # keep each finished run
-    ordered = {name: results[name] for name in RUNS if name in results}
+    ordered = run_named(
+        parser,
+        args.runs,
+        RUNS,
+        args.json,
+        lambda name: run_one(name, args.threads, train=not args.scored),
+        report_only=args.report_only,
+    )
     section = report(ordered)
-    splice(args.out, section, BEGIN, END)
-    markdown = args.json.with_suffix(".md")
-    markdown.write_text(
-        "# Vision Transformer quality\n\n" + section.split("\n", 1)[1].rsplit(END, 1)[0]
+    publish(
+        section, args.out, args.json.with_suffix(".md"), "Vision Transformer quality", BEGIN, END
     )
     print(section)
     return 0
