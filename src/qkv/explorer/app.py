@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -139,7 +140,7 @@ def create_app(models: ExplorerModels, limits: Limits | None = None) -> FastAPI:
 
     @app.get("/api/models")
     def list_models() -> dict[str, Any]:
-        return {"models": models.describe(), "limits": page_data("served", [], limits)["limits"]}
+        return {"models": models.describe(), "limits": asdict(limits)}
 
     @app.get("/api/health")
     def health() -> dict[str, Any]:
