@@ -188,7 +188,7 @@ def test_bad_inputs_are_named():
         (dict(ids=torch.ones(2, 0, dtype=torch.long)), r"B, T >= 1, got shape \(2, 0\)"),
         (dict(ids=ids.float()), "integer token ids, got dtype torch.float32"),
         (dict(ids=ids, keep=torch.ones(2, 4, dtype=torch.bool)), r"boolean .* shape \(2, 4\)"),
-        (dict(ids=ids, keep=torch.ones(2, 5)), r"keep must be boolean .*torch.float32"),
+        (dict(ids=ids, keep=torch.ones(2, 5)), r"keep must be a boolean keep-mask .*torch.float32"),
         (dict(ids=ids, token_type_ids=torch.full((2, 5), 2)), r"type_vocab_size=2\), got min 2"),
         (dict(ids=ids, token_type_ids=torch.zeros(2, 3)), r"token_type_ids must have the shape"),
     ]

@@ -211,8 +211,10 @@ def test_input_errors_name_the_bad_value(encoder):
     empty[2] = False
     with pytest.raises(ValueError, match="row 2 of keep has no real token"):
         model(ids, keep=empty)
-    with pytest.raises(ValueError, match=r"keep must be a boolean \(B, T\) = \(4, 6\)"):
+    with pytest.raises(ValueError, match=r"keep must be a boolean keep-mask.*torch\.int64"):
         model(ids, keep=keep.long())
+    with pytest.raises(ValueError, match=r"keep must be a boolean \(B, T\) = \(4, 6\)"):
+        model(ids, keep=keep[:, :5])
     with pytest.raises(ValueError, match=r"empty input: ids has shape \(4, 0\)"):
         model(ids[:, :0])
     with pytest.raises(ValueError, match=r"\(B, T\) integer tensor.*\(6,\)"):

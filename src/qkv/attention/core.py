@@ -16,7 +16,12 @@ Two paths compute the same thing:
 Guarantees on both paths: a query row with no allowed key gives a zero context and zero weights
 (never NaN, never a uniform average) with finite gradients; the softmax runs in float32 for
 float16/bfloat16 inputs and masked energies are filled with float32's own minimum, so low precision
-cannot overflow; dropout applies only when ``training`` is true.
+cannot overflow; dropout applies only when ``training`` is true. Non-finite numbers: a NaN (or inf)
+query row gives a NaN context row, never a plausible one; whatever sits under a key that no query
+of its head may attend to (padding), NaN and inf included, never reaches an output or a gradient.
+A key masked for only some queries (a causal mask) is real input: finite garbage there cannot leak,
+but a non-finite value reaches, through ``0 * inf``, the rows of the same head. Only a boolean
+tensor is a mask: any other dtype is an error (a 0/1 mask read as a bias would favour padding).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from qkv.attention.masks import as_4d, causal_mask, check_mask, combine_masks
+from qkv.attention.masks import as_4d, causal_mask, check_keep, check_mask, combine_masks
 from qkv.attention.scores import ScaledDot, Score
 
 # Upper bound on the float32 energies of one query chunk in the chunked path: 2**23 values, 32 MiB.
@@ -73,8 +78,9 @@ def attend(
         value: ``(B, Tk, Dv)`` or ``(B, Hkv, Tk, Dv)``.
         score: a :class:`~qkv.attention.scores.Score`; defaults to :class:`ScaledDot`.
         mask: boolean keep-mask, ``True`` = may attend, broadcastable to ``(B, H, Tq, Tk)``
-            (``(B, Tq, Tk)`` for 3-d inputs). A floating-point mask is taken as an additive bias,
-            as SDPA does.
+            (``(B, Tq, Tk)`` for 3-d inputs). Any other dtype is refused (a 0/1 integer or float
+            mask read as a bias would give padding more weight): pass ``mask.bool()``, or an
+            additive float bias as ``bias``.
         bias: additive float bias broadcastable like ``mask`` (ALiBi, relative positions).
         is_causal: also apply :func:`~qkv.attention.masks.causal_mask` (bottom-right aligned).
         dropout_p: dropout on the attention weights, applied only when ``training`` is true.
@@ -88,13 +94,16 @@ def attend(
         :class:`AttentionOutput` with ``context`` of shape ``(B, [H,] Tq, Dv)``.
 
     Raises:
-        ValueError: on inconsistent shapes, empty sequences or batches, bad masks or dropout.
+        ValueError: on inconsistent shapes, empty sequences or batches, a mask that is not
+            boolean, a bias that is not floating point, or dropout outside ``[0, 1)``.
     """
     score = _DEFAULT_SCORE if score is None else score
-    if mask is not None and mask.dtype != torch.bool:
-        if bias is not None:
-            raise ValueError("got a float mask and a bias; pass one additive bias")
-        mask, bias = None, mask
+    check_keep(mask, "mask", has_bias=True)
+    if bias is not None and not bias.dtype.is_floating_point:
+        raise ValueError(
+            f"bias must be a floating-point tensor (added to the energies), got dtype "
+            f"{bias.dtype}; a boolean keep-mask goes in mask="
+        )
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
 
@@ -114,6 +123,8 @@ def attend(
         mask, bias = _add_head_dim(mask), _add_head_dim(bias)
         prepared_key = None if prepared_key is None else prepared_key.unsqueeze(1)
     dropout_p = dropout_p if training else 0.0
+    if mask is not None:  # garbage (even NaN or inf) under keys that no query may see never leaks
+        key, value, prepared_key = _clear_hidden_keys(mask, key, value, prepared_key)
 
     dot = None if need_weights else score.as_dot_product(query, key)
     if dot is not None:
@@ -160,6 +171,30 @@ def _add_head_dim(mask: Tensor | None) -> Tensor | None:
     if mask is None or mask.dim() < 3:
         return mask  # (Tq, Tk) or (Tk,) broadcast over heads anyway
     return mask.unsqueeze(-3)  # (B, Tq, Tk) -> (B, 1, Tq, Tk)
+
+
+def _clear_hidden_keys(
+    keep: Tensor, key: Tensor, value: Tensor, prepared_key: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Zero the keys and values (and prepared keys) that no query of their head may attend to.
+
+    A masked weight is exactly zero, but ``0 * nan`` is NaN: without this, a NaN or inf at a padded
+    position would reach every output through ``weights @ value`` (and, on the fused path, through
+    the energies). One pass over ``key`` and ``value``; a key that some query may see is left as it
+    is (a non-finite value there is real input, and reaches the queries that may see it).
+
+    Shapes: ``keep`` is 4-d broadcastable to ``(B, H, Tq, Tk)``; ``key``/``value`` are
+    ``(B, Hkv, Tk, *)``.
+    """
+    keep = as_4d(keep)
+    visible = keep.any(dim=-2)  # (B|1, H|1, Tk): may some query of this head see the key?
+    h, hkv = visible.size(1), key.size(1)
+    if h not in (1, hkv):  # grouped heads: a key/value head is visible if any of its group sees it
+        visible = visible.unflatten(1, (hkv, h // hkv)).any(dim=2)  # (B|1, Hkv, Tk)
+    hidden = ~visible.unsqueeze(-1)  # (B|1, Hkv|1, Tk, 1)
+    if prepared_key is not None:
+        prepared_key = prepared_key.masked_fill(hidden, 0)
+    return key.masked_fill(hidden, 0), value.masked_fill(hidden, 0), prepared_key
 
 
 def _autocast_inputs(
@@ -246,6 +281,12 @@ def _fused(
     if bias is not None and keep is not None:
         # An additive mask has no "empty row"; SDPA would average such a row uniformly.
         context = context.masked_fill(~as_4d(keep).any(dim=-1, keepdim=True), 0.0)
+    if attn_mask is None:
+        # Without a mask, SDPA's small-input CPU kernel returns a zero context for a query row
+        # holding NaN or inf (with a mask, and on the chunked path, the row is NaN). NaN in, NaN
+        # out: a zero would look like a fully masked row.
+        bad_row = ~query.isfinite().all(dim=-1, keepdim=True)  # (B, H, Tq, 1)
+        context = context.masked_fill(bad_row, float("nan"))
     return context
 
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from qkv.attention.core import masked_softmax
-from qkv.attention.masks import as_4d, check_mask
+from qkv.attention.masks import as_4d, check_keep, check_mask
 from qkv.attention.scores import Score
 
 
@@ -91,8 +91,7 @@ class HardAttention(nn.Module):
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree")
         energies = self.score(query, key)  # (B, [H,] Tq, Tk)
         if mask is not None:
-            if mask.dtype != torch.bool:
-                raise ValueError(f"hard attention takes a boolean keep-mask, got {mask.dtype}")
+            check_keep(mask, "mask")
             check_mask(mask, tuple(as_4d(energies).shape), "mask")
         probs = masked_softmax(energies, mask)  # (B, [H,] Tq, Tk), at least float32
         energies = energies.to(probs.dtype)

@@ -93,6 +93,34 @@ def from_key_padding(key_padding_mask: Tensor) -> Tensor:
     return ~key_padding_mask[:, None, None, :]
 
 
+def check_keep(mask: Tensor | None, name: str = "mask", *, has_bias: bool = False) -> None:
+    """Raise ``ValueError`` unless ``mask`` is ``None`` or a boolean tensor.
+
+    Integer, ``uint8`` and float 0/1 masks are refused rather than guessed at: read as an additive
+    bias (as SDPA reads a float mask) a 0/1 mask gives padding *more* weight, and read with
+    PyTorch's ``key_padding_mask`` polarity it is inverted. The message says what to pass instead.
+    ``has_bias`` says whether the caller also takes ``bias=`` (so the message may point there).
+    """
+    if not isinstance(mask, Tensor | None):
+        raise ValueError(
+            f"{name} must be a boolean torch.Tensor (True = may attend), got "
+            f"{type(mask).__name__}"
+        )
+    if mask is None or mask.dtype == torch.bool:
+        return
+    hint = (
+        f"pass {name}.bool() if nonzero means 'may attend', or "
+        f"qkv.attention.masks.from_key_padding({name}.bool()) for PyTorch's key_padding_mask "
+        "(True = ignore)"
+    )
+    if mask.dtype.is_floating_point and has_bias:
+        hint += "; an additive float bias goes in bias="
+    raise ValueError(
+        f"{name} must be a boolean keep-mask (True = may attend), got dtype {mask.dtype} "
+        f"and shape {tuple(mask.shape)}: {hint}"
+    )
+
+
 def check_mask(mask: Tensor, shape: tuple[int, ...], name: str = "mask") -> None:
     """Raise ``ValueError`` unless ``mask`` broadcasts to ``shape``.
 

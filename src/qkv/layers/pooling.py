@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.attention.core import attend
+from qkv.attention.masks import check_keep
 from qkv.attention.scores import Additive, Dot
 
 __all__ = [
@@ -73,7 +74,8 @@ def _check(hidden: Tensor, keep: Tensor | None) -> None:
         raise ValueError(f"hidden must be (B, T, D), got shape {tuple(hidden.shape)}")
     if keep is None:
         return
-    if keep.dtype != torch.bool or keep.shape != hidden.shape[:2]:
+    check_keep(keep, "keep")
+    if keep.shape != hidden.shape[:2]:
         raise ValueError(
             f"keep must be a boolean (B, T) = {tuple(hidden.shape[:2])} tensor (True = real "
             f"token), got shape {tuple(keep.shape)} and dtype {keep.dtype}"

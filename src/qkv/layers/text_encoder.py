@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor, nn
 
+from qkv.attention.masks import check_keep
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from qkv.layers.recurrent import RNN_CELLS, RecurrentEncoder
@@ -143,9 +144,10 @@ def check_inputs(ids: Tensor, keep: Tensor | None, vocab_size: int, max_len: int
         raise ValueError(f"empty input: ids has shape {tuple(ids.shape)}; need B >= 1 and T >= 1")
     if t > max_len:
         raise ValueError(f"sequence of length {t} exceeds max_len={max_len}")
+    check_keep(keep, "keep")
     if keep is None:
         keep = torch.ones_like(ids, dtype=torch.bool)
-    elif keep.dtype != torch.bool or keep.shape != ids.shape:
+    elif keep.shape != ids.shape:
         raise ValueError(
             f"keep must be a boolean (B, T) = {tuple(ids.shape)} tensor (True = real token), got "
             f"shape {tuple(keep.shape)} and dtype {keep.dtype}"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from torch import Tensor, nn
 
 from qkv.attention.kv_cache import KVCache
+from qkv.attention.masks import check_keep
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.rotary import RotaryEmbedding
 from qkv.layers.feedforward import PositionwiseFeedForward
@@ -154,6 +155,7 @@ class TransformerEncoderLayer(_Residual, nn.Module):
         ``is_causal``: each position sees only itself and the past (bottom-right aligned, so new
         positions after a ``cache`` see all of it); ``positions``: ``(B, S)`` or ``(S,)`` for the
         rotary embedding."""
+        check_keep(keep, "keep")
         attn = self.self_attn(
             self._pre(x, self.norm1),
             mask=keep,
@@ -233,6 +235,7 @@ class TransformerDecoderLayer(_Residual, nn.Module):
         """
         if (memory is None) == (cross_cache is None):
             raise ValueError("pass exactly one of memory and cross_cache")
+        check_keep(memory_keep, "memory_keep")
         # A single new query is the last position, which may see every key: no causal mask needed
         # (and none to build). Longer blocks get the bottom-right causal mask.
         causal = x.size(1) > 1
@@ -313,6 +316,7 @@ class TransformerEncoder(nn.Module):
         growing :class:`KVCache` per layer (a decoder-only model generating token by token)."""
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"got {len(caches)} caches for {len(self.layers)} layers")
+        check_keep(keep, "keep")
         weights = []
         for index, layer in enumerate(self.layers):
             out = layer(
@@ -388,6 +392,7 @@ class TransformerDecoder(nn.Module):
         step reports), leaving the other attentions on the fused kernel.
         """
         n = len(self.layers)
+        check_keep(memory_keep, "memory_keep")
         for name, caches in (("self_caches", self_caches), ("cross_caches", cross_caches)):
             if caches is not None and len(caches) != n:
                 raise ValueError(f"{name} has {len(caches)} caches for {n} layers")

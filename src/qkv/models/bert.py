@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from qkv.attention.masks import check_keep
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.transformer import TransformerEncoder
 from qkv.models.outputs import BertOutput
@@ -272,7 +273,8 @@ class BertEncoder(nn.Module):
             raise ValueError(
                 f"token ids must lie in [0, vocab_size={c.vocab_size}), got min {low}, max {high}"
             )
-        if keep is not None and (keep.shape != ids.shape or keep.dtype != torch.bool):
+        check_keep(keep, "keep")
+        if keep is not None and keep.shape != ids.shape:
             raise ValueError(
                 f"keep must be boolean of shape (B, T) = {tuple(ids.shape)}, got {keep.dtype} "
                 f"of shape {tuple(keep.shape)}"

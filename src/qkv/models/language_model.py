@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.attention.kv_cache import KVCache
+from qkv.attention.masks import check_keep
 from qkv.attention.rotary import RotaryEmbedding
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import LearnedPositionalEmbedding
@@ -176,6 +177,7 @@ class TransformerLM(nn.Module):
         float32 weights equal to ``forward(ids, keep=keep, caches=caches, last_only=True)`` in
         inference mode, and faster."""
         cached, t = caches[0].length, ids.size(1)
+        check_keep(keep, "keep")
         positions = default_positions(keep, cached, t, ids.device)  # (T,) or (B, T)
         self._check_length(positions)
         return decode_step(weights, ids, caches, keep=keep, positions=positions)
@@ -204,6 +206,7 @@ class TransformerLM(nn.Module):
             raise ValueError(f"ids must be (B, T) with T >= 1, got shape {tuple(ids.shape)}")
         b, t = ids.shape
         cached = 0 if caches is None else caches[0].length
+        check_keep(keep, "keep")
         if keep is not None and keep.shape != (b, cached + t):
             raise ValueError(
                 f"keep must be (B, cached + T) = ({b}, {cached + t}), got {tuple(keep.shape)}"

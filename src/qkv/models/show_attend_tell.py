@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from qkv.attention.core import attend
 from qkv.attention.hard import HardAttention
+from qkv.attention.masks import check_keep
 from qkv.attention.scores import Additive
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.models.outputs import StepOutput
@@ -304,7 +305,8 @@ class ShowAttendTell(nn.Module):
         gh, gw = c.regions_per_tile
         if keep is None:
             return n, torch.ones(b, n, dtype=torch.bool, device=images.device)
-        if keep.dtype != torch.bool or keep.shape != (b, gh, n * gw):
+        check_keep(keep, "keep")
+        if keep.shape != (b, gh, n * gw):
             raise ValueError(
                 f"keep must be a bool tensor (B, Gh, n Gw) = {(b, gh, n * gw)}, got {keep.dtype} "
                 f"of shape {tuple(keep.shape)}"

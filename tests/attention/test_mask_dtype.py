@@ -1,0 +1,178 @@
+"""Only a boolean tensor is a mask, in every public module that attends.
+
+Integer, ``uint8`` and float 0/1 masks are what users of Joey NMT, fairseq and Keras pass. Read as
+an additive bias (as SDPA reads a float mask) they give padding *more* weight: with the old
+behaviour ``attend`` put 0.80 of a row on padded keys. Each module must refuse them with an error
+that names the dtype and says what to pass instead, and accept the same mask as ``bool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import Tensor
+
+from qkv.attention import (
+    Additive,
+    HardAttention,
+    MultiHeadAttention,
+    ScaledDot,
+    attend,
+    padding_mask,
+)
+from qkv.layers.pooling import AttentionPooling, StructuredSelfAttention, max_pool, mean_pool
+from qkv.layers.text_encoder import RecurrentTextEncoder, TextEncoderConfig, TransformerTextEncoder
+from qkv.layers.transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+from qkv.models.bert import BertConfig, BertEncoder
+from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
+from qkv.models.language_model import TransformerLM, TransformerLMConfig
+from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
+from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
+
+B, T, S, D, H, V = 2, 4, 5, 8, 2, 11
+LENGTHS = torch.tensor([S, 2])
+
+
+def _x(*shape: int) -> Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+
+
+def _ids(t: int) -> Tensor:
+    return torch.randint(1, V, (B, t), generator=torch.Generator().manual_seed(1))
+
+
+def _pad4(t: int = S) -> Tensor:
+    return padding_mask(torch.tensor([t, 2]), t)  # (B, 1, 1, t)
+
+
+def _pad2(t: int = S) -> Tensor:
+    return _pad4(t)[:, 0, 0]  # (B, t)
+
+
+def _text(encoder: str) -> TextEncoderConfig:
+    extra = {"encoder": "bilstm", "self_attention": True} if encoder == "bilstm" else {}
+    return TextEncoderConfig(V, d_model=D, num_heads=H, num_layers=1, d_ff=16, **extra)
+
+
+def _captioner() -> ShowAttendTell:
+    config = ShowAttendTellConfig(
+        tile_height=8, tile_width=8, conv_channels=(4,), feature_dim=8, embed_dim=8,
+        hidden_dim=8, attention_dim=8,
+    )  # fmt: skip
+    return ShowAttendTell(config)
+
+
+def _caption_keep(model: ShowAttendTell, tiles: int = 2) -> Tensor:
+    gh, gw = model.config.regions_per_tile
+    tile_keep = torch.tensor([[True, True], [True, False]])  # (B, n)
+    return tile_keep[:, None, :, None].expand(B, gh, tiles, gw).reshape(B, gh, tiles * gw)
+
+
+def _encode_strip(model: ShowAttendTell, m: Callable[[Tensor], Tensor]) -> object:
+    return model.encode(_x(B, 1, 8, 16), m(_caption_keep(model)))  # two 8x8 tiles
+
+
+# name -> a function of the keep-mask (the boolean version must run without error)
+CASES: dict[str, Callable[[Callable[[Tensor], Tensor]], object]] = {
+    "attend (fused)": lambda m: attend(
+        _x(B, H, T, D), _x(B, H, S, D), _x(B, H, S, D), mask=m(_pad4())
+    ),
+    "attend (chunked)": lambda m: attend(
+        _x(B, H, T, D), _x(B, H, S, D), _x(B, H, S, D), mask=m(_pad4()), need_weights=True
+    ),
+    "attend (additive)": lambda m: attend(
+        _x(B, T, D), _x(B, S, D), _x(B, S, D), score=Additive(D, D, 4), mask=m(_pad4()[:, 0])
+    ),
+    "MultiHeadAttention": lambda m: MultiHeadAttention(D, H)(
+        _x(B, T, D), _x(B, S, D), mask=m(_pad4())
+    ),
+    "HardAttention": lambda m: HardAttention(ScaledDot()).eval()(
+        _x(B, T, D), _x(B, S, D), _x(B, S, D), mask=m(_pad4()[:, 0])
+    ),
+    "TransformerEncoderLayer": lambda m: TransformerEncoderLayer(D, H, 16)(
+        _x(B, S, D), keep=m(_pad4())
+    ),
+    "TransformerEncoder": lambda m: TransformerEncoder(1, D, H, 16)(_x(B, S, D), keep=m(_pad4())),
+    "TransformerDecoderLayer (memory)": lambda m: TransformerDecoderLayer(D, H, 16)(
+        _x(B, T, D), _x(B, S, D), memory_keep=m(_pad4())
+    ),
+    "TransformerDecoder (memory)": lambda m: TransformerDecoder(1, D, H, 16)(
+        _x(B, T, D), _x(B, S, D), memory_keep=m(_pad4())
+    ),
+    "AttentionPooling": lambda m: AttentionPooling(D, 4)(_x(B, S, D), m(_pad2())),
+    "StructuredSelfAttention": lambda m: StructuredSelfAttention(D, 4, 2)(_x(B, S, D), m(_pad2())),
+    "mean_pool": lambda m: mean_pool(_x(B, S, D), m(_pad2())),
+    "max_pool": lambda m: max_pool(_x(B, S, D), m(_pad2())),
+    "TransformerTextEncoder": lambda m: TransformerTextEncoder(_text("transformer"))(
+        _ids(S), keep=m(_pad2())
+    ),
+    "RecurrentTextEncoder": lambda m: RecurrentTextEncoder(_text("bilstm"))(
+        _ids(S), keep=m(_pad2())
+    ),
+    "BertEncoder": lambda m: BertEncoder(BertConfig.preset("tiny"))(_ids(S), keep=m(_pad2())),
+    "EncoderClassifier": lambda m: EncoderClassifier(
+        EncoderClassifierConfig(V, 3, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+    )(_ids(S), keep=m(_pad2())),
+    "SequenceTagger": lambda m: SequenceTagger(
+        SequenceTaggerConfig(V, 3, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+    )(_ids(S), keep=m(_pad2())),
+    "TransformerLM": lambda m: TransformerLM(
+        TransformerLMConfig(vocab_size=V, max_len=16, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+    )(_ids(S), keep=m(_pad2()).flip(1)),  # left padding
+    "ShowAttendTell.encode": lambda m: _encode_strip(_captioner(), m),
+}
+
+WRONG = {
+    "int64": lambda mask: mask.long(),
+    "int32": lambda mask: mask.int(),
+    "uint8": lambda mask: mask.to(torch.uint8),
+    "float32": lambda mask: mask.float(),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_boolean_mask_is_accepted(case):
+    torch.manual_seed(0)
+    CASES[case](lambda mask: mask)
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+@pytest.mark.parametrize("case", CASES)
+def test_other_mask_dtypes_are_refused_naming_the_dtype(case, wrong):
+    torch.manual_seed(0)
+    dtype = str(WRONG[wrong](torch.ones(1, dtype=torch.bool)).dtype)
+    with pytest.raises(ValueError, match="boolean") as error:
+        CASES[case](WRONG[wrong])
+    assert dtype in str(error.value)
+    assert ".bool()" in str(error.value)  # says what to pass instead
+
+
+def test_a_float_mask_is_no_longer_read_as_a_bias():
+    """The reported case: a float 0/1 padding mask used as a bias put most weight on padding."""
+    q, k, v = _x(1, 1, 1, D), _x(1, 1, S, D), _x(1, 1, S, D)
+    keep = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"float32.*bias="):
+        attend(q, k, v, mask=keep, need_weights=True)
+    weights = attend(q, k, v, mask=keep.bool(), need_weights=True).weights
+    assert float(weights[..., 2:].sum()) == 0.0
+
+
+def test_a_non_float_bias_is_refused():
+    q, k, v = _x(1, 1, T, D), _x(1, 1, S, D), _x(1, 1, S, D)
+    with pytest.raises(ValueError, match=r"bias must be a floating-point tensor.*torch.bool"):
+        attend(q, k, v, bias=torch.ones(T, S, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"torch\.int64"):
+        attend(q, k, v, bias=torch.zeros(T, S, dtype=torch.long))
+
+
+def test_a_mask_that_is_not_a_tensor_is_refused():
+    q, k, v = _x(1, 1, T, D), _x(1, 1, S, D), _x(1, 1, S, D)
+    with pytest.raises(ValueError, match="got list"):
+        attend(q, k, v, mask=[True] * S)
