@@ -1,7 +1,10 @@
 """Resume is exact, through the real command line: a run killed with SIGKILL (between saves, or in
-the middle of one), or stopped by SIGINT/SIGTERM, then resumed, ends with the same weights, bit
-for bit, as the same run left alone."""
+the middle of one), or stopped by SIGINT/SIGTERM (with periodic checkpoints or none), then
+resumed, ends with the same weights, bit for bit, and the same metrics.csv (but for the columns
+that measure time) as the same run left alone. Training rows come every 4 steps and checkpoints
+every 5, so resumes start inside a logging window."""
 
+import csv
 import json
 import os
 import signal
@@ -13,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+
+from ..training.test_stop_and_resume import leave_torn_temporaries
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, EVERY = 40, 5
@@ -26,8 +31,9 @@ SETTINGS = [
     "train.patience=null",
     "train.eval_every=20",
     f"train.checkpoint_every={EVERY}",
-    "train.log_every=5",
+    "train.log_every=4",
 ]
+TIMING = ("tokens_per_s", "minutes")
 
 
 def env() -> dict[str, str]:
@@ -63,12 +69,20 @@ def final_weights(out: Path) -> dict[str, torch.Tensor]:
     return load_file(out / "checkpoints" / pointer["checkpoint"] / "model.safetensors")
 
 
+def metrics(out: Path) -> list[dict[str, str]]:
+    """metrics.csv without the columns that measure time (they differ between any two runs)."""
+    with open(out / "metrics.csv", newline="", encoding="utf-8") as handle:
+        return [{k: v for k, v in r.items() if k not in TIMING} for r in csv.DictReader(handle)]
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, torch.Tensor]:
+def reference(tmp_path_factory) -> tuple[dict[str, torch.Tensor], list[dict[str, str]]]:
     out = tmp_path_factory.mktemp("straight")
     result = qkv(*command(out))
     assert result.returncode == 0, result.stderr
-    return final_weights(out)
+    rows = metrics(out)
+    assert [int(r["step"]) for r in rows if r["train_loss"]] == list(range(4, STEPS + 1, 4))
+    return final_weights(out), rows
 
 
 def assert_same(reference: dict, weights: dict) -> None:
@@ -77,14 +91,13 @@ def assert_same(reference: dict, weights: dict) -> None:
         assert torch.equal(reference[name], weights[name]), name
 
 
-def resume_and_check(out: Path, reference: dict) -> None:
+def resume_and_check(out: Path, reference: tuple) -> None:
     result = qkv("train", "--resume", str(out), "--quiet")
     assert result.returncode == 0, result.stderr
     assert "resuming" in result.stdout
-    assert_same(reference, final_weights(out))
-    rows = (out / "metrics.csv").read_text().splitlines()[1:]
-    train_rows = [r for r in rows if r.split(",")[3] != ""]  # the train_loss column
-    assert [int(r.split(",")[0]) for r in train_rows] == list(range(5, STEPS + 1, 5))
+    weights, rows = reference
+    assert_same(weights, final_weights(out))
+    assert metrics(out) == rows  # the window cut by the stop is logged as if uncut
 
 
 def test_sigkill_between_saves_then_resume(reference, tmp_path):
@@ -115,15 +128,34 @@ def test_sigkill_in_the_middle_of_a_save_leaves_the_previous_checkpoint(referenc
     assert result.returncode == -signal.SIGKILL
     assert latest_step(out) == k - EVERY  # the half-written checkpoint never became the latest
     assert list((out / "checkpoints").glob(f".step-{k:09d}.*.tmp"))  # it is still there, torn
+    # Other writes killed half-way, and a pointer deleted by hand: the resume removes the
+    # temporaries and continues from the newest complete checkpoint, never the torn one.
+    (out / "checkpoints" / "latest.json").unlink()
+    leave_torn_temporaries(out)
     resume_and_check(out, reference)
-    assert not list((out / "checkpoints").glob(".step-*.tmp"))  # cleaned up by the next save
+    assert not list(out.rglob("*.tmp"))
 
 
+def logged_step(out: Path) -> int:
+    """The step of the last training row in metrics.csv (-1 before the first)."""
+    try:
+        return max(int(r["step"]) for r in metrics(out) if r["train_loss"])
+    except (OSError, ValueError, KeyError):
+        return -1
+
+
+@pytest.mark.parametrize("every", [EVERY, None])  # None: the setting of every tiny preset
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_stops_cleanly_with_a_resume_hint(reference, tmp_path, sig):
+def test_a_signal_stops_cleanly_with_a_resume_hint(reference, tmp_path, sig, every):
     out = tmp_path / "stopped"
+    every_setting = "null" if every is None else str(every)
     process = subprocess.Popen(
-        [sys.executable, "-m", "qkv", *command(out)],
+        [
+            sys.executable,
+            "-m",
+            "qkv",
+            *command(out, "--set", f"train.checkpoint_every={every_setting}"),
+        ],
         cwd=ROOT,
         env=env(),
         stdout=subprocess.PIPE,
@@ -131,14 +163,19 @@ def test_a_signal_stops_cleanly_with_a_resume_hint(reference, tmp_path, sig):
         text=True,
     )
     deadline = time.monotonic() + 300
-    while latest_step(out) < EVERY and process.poll() is None:
+    started = (lambda: latest_step(out) >= EVERY) if every else (lambda: logged_step(out) >= 4)
+    while not started() and process.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     process.send_signal(sig)
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 128 + sig, stderr
-    assert f"qkv train --resume {out}" in stdout and "Traceback" not in stderr
-    assert EVERY <= latest_step(out) < STEPS
+    assert "saved a checkpoint" in stdout and "Traceback" not in stderr
+    assert f"qkv train --resume {out}" in stdout
+    stopped_at = latest_step(out)
+    assert 4 <= stopped_at < STEPS and f"stopped after step {stopped_at} " in stdout
+    if every is None:
+        assert [p.name for p in (out / "checkpoints").glob("step-*")] == [f"step-{stopped_at:09d}"]
     resume_and_check(out, reference)
 
 

@@ -6,6 +6,7 @@ and alignment accuracy for a captioner."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +18,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "translations. Language models: perplexity and bits per character on the split. "
         "Classifiers: accuracy, macro-F1 and per-label scores. Taggers: token accuracy, also "
         "on words unseen in training. Image classifiers: accuracy, macro-F1 and per-class scores. "
-        "Captioners: exact caption match, BLEU and alignment accuracy on held-out strips.",
+        "Captioners: exact caption match, BLEU and alignment accuracy on held-out strips. "
+        "A translation model's scores on a whole split are also recorded in its results.json "
+        "(unless --no-save); when that file cannot be written the scores are printed all the "
+        "same, followed by an error saying so, and the exit code is 2.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("--split", default="test", choices=["train", "valid", "test"])
@@ -29,13 +33,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=None, help="sentences per batch (default: the model's)"
     )
+    parser.add_argument(
+        "--no-save",
+        action="store_true",
+        help="print the scores only: do not record them in the model's results.json (for a "
+        "read-only model directory)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_dir import model_task
-    from qkv.tasks.translation import evaluate_translation
+    from qkv.tasks.translation import evaluate_translation, save_translation_results
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
@@ -57,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         beam_size=args.beam,
         batch_size=args.batch_size,
         progress=not args.quiet,
+        save=False,  # printed first, then recorded: a read-only directory loses no scores
     )
     s = report.scores
     print(f"{report.split}: {s.sentences} sentences, beam {report.beam_size}")
@@ -69,6 +80,17 @@ def run(args: argparse.Namespace) -> int:
     )
     for source, hypothesis, reference in report.examples[: args.examples]:
         print(f"\n  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}")
+    if args.no_save or args.limit is not None:  # scores on the first N are not the split's
+        return 0
+    try:
+        save_translation_results(args.model, report)
+    except (OSError, ValueError) as error:  # read-only, full, or a corrupt results.json
+        print(
+            f"qkv evaluate: error: the scores above were not recorded in results.json: {error} "
+            "(pass --no-save to print them only)",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

@@ -25,7 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="train a model from a YAML configuration, or resume a stopped run",
         description="Train the model of a run configuration (see configs/) and keep the best "
         "weights, tokenizers, metrics and checkpoints in its out_dir. Ctrl-C (SIGINT) or SIGTERM "
-        "finishes the current step, saves a checkpoint and exits; --resume continues from it.",
+        "finishes the current step, saves a checkpoint (whatever train.checkpoint_every says) and "
+        "exits with 130 or 143; --resume continues from it.",
     )
     parser.add_argument(
         "config", nargs="?", help="YAML run configuration, e.g. configs/transformer.yaml"
@@ -63,9 +64,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_config import load_run_config
-    from qkv.tasks.run_dir import resume_config
+    from qkv.tasks.run_dir import WEIGHTS_FILE, resume_config
     from qkv.training.distributed import from_environment, shutdown
-    from qkv.training.trainer import resolve_device
+    from qkv.training.trainer import training_device
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if (args.config is None) == (args.resume is None):
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         config = load_run_config(args.config, args.overrides)
     # torchrun: join the process group (NCCL when training on CUDA); otherwise one process.
-    distributed = from_environment(resolve_device(config.train.device))
+    distributed = from_environment(training_device(config.train))
     say = print if distributed.main else (lambda *a, **k: None)
     verb = "resuming" if args.resume else "training"
     where = f"{config.out_dir}" + (
@@ -114,11 +115,17 @@ def run(args: argparse.Namespace) -> int:
     if result.best is not None:
         best = ", ".join(f"{k} {v:.4g}" for k, v in result.best.items() if k != "step")
         print(f"best at step {result.best['step']}: {best}")
-    print(f"model saved in {trained.model_dir}")
+    if (trained.model_dir / WEIGHTS_FILE).is_file():
+        print(f"model saved in {trained.model_dir}")
+    else:
+        print(f"no model saved in {trained.model_dir}: the run stopped before its first evaluation")
     if result.signal is not None:
-        print(
-            f"{result.signal} received: the run stopped after step {result.steps} and saved a "
-            f"checkpoint; continue it with: qkv train --resume {trained.model_dir}"
-        )
+        if result.checkpoint is not None:
+            print(
+                f"{result.signal} received: the run stopped after step {result.steps} and saved "
+                f"a checkpoint; continue it with: qkv train --resume {trained.model_dir}"
+            )
+        else:
+            print(f"{result.signal} received: the run stopped after step {result.steps}")
         return 128 + getattr(signal, result.signal)
     return 0

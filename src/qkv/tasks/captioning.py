@@ -62,7 +62,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train
+from qkv.training.trainer import TrainResult, train, training_device
 
 logger = logging.getLogger(__name__)
 
@@ -262,6 +262,7 @@ def train_captioner(
     data: CaptionDataConfig = config.data  # type: ignore[assignment]
     dist_ = distributed or Distributed()
     out = Path(config.out_dir)
+    training_device(config.train, dist_)  # reject what can be rejected before any write
     if not resume and dist_.main:
         claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)

@@ -35,7 +35,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train
+from qkv.training.trainer import TrainResult, train, training_device
 
 # The model-section key naming the label count, per task.
 LABEL_KEY = {"classification": "num_labels", "tagging": "num_tags"}
@@ -104,6 +104,7 @@ def prepare_encoder_run(
     weights loaded when fine-tuning) and write the model directory's files (rank 0)."""
     dist_ = distributed or Distributed()
     out = Path(config.out_dir)
+    training_device(config.train, dist_)  # reject what can be rejected before any write
     if not resume and dist_.main:
         claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)

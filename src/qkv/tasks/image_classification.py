@@ -40,7 +40,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train
+from qkv.training.trainer import TrainResult, train, training_device
 
 
 def to_model_input(images: Tensor) -> Tensor:
@@ -163,6 +163,7 @@ def train_image_classifier(
     data = config.data
     dataset = dataset or load_image_dataset(data.corpus, **data.options)  # type: ignore[union-attr]
     out = Path(config.out_dir)
+    training_device(config.train, dist_)  # reject what can be rejected before any write
     if not resume and dist_.main:
         claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)

@@ -42,7 +42,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.training.checkpoint import load_weights, save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train
+from qkv.training.trainer import TrainResult, train, training_device
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +142,7 @@ def train_language_model(
     data: LMDataConfig = config.data  # type: ignore[assignment]
     dist_ = distributed or Distributed()
     out = Path(config.out_dir)
+    training_device(config.train, dist_)  # reject what can be rejected before any write
     if not resume and dist_.main:
         claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)

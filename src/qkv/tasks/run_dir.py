@@ -10,13 +10,17 @@ or a trained model's configuration is read back. Shared by every task.
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
+from qkv.io import remove_stale_temporaries
 from qkv.tasks.run_config import RunConfig, apply_overrides, run_config_from_dict
 from qkv.training.checkpoint import CheckpointError, read_json
 from qkv.training.metrics_log import TENSORBOARD_DIR
-from qkv.training.state import CHECKPOINTS
+from qkv.training.state import CHECKPOINTS, complete_checkpoints
+
+logger = logging.getLogger(__name__)
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
@@ -58,24 +62,58 @@ def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> Ru
             )
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunDirError(f"nothing to resume: {run_dir} holds no run ({CONFIG_FILE} is missing)")
+    if not complete_checkpoints(run_dir):
+        again = f"qkv train CONFIG --set out_dir={run_dir}"
+        if run_evidence(run_dir):
+            again += " --overwrite"
+        raise RunDirError(
+            f"nothing to resume: {run_dir / CHECKPOINTS} holds no complete checkpoint (a run saves "
+            "one every train.checkpoint_every steps and when a signal stops it); start the run "
+            f"again with `{again}`"
+        )
     return load_model_run_config(run_dir, overrides, out_dir=str(run_dir))
 
 
+def run_evidence(out: Path) -> list[str]:
+    """What makes ``out`` hold a run worth keeping: a complete checkpoint, trained weights or
+    snapshots. Files a run wrote before it failed (its configuration, vocabularies, metrics)
+    are not: they are the leftovers a new run replaces."""
+    found = [str(path.relative_to(out)) for path in complete_checkpoints(out)[-1:]]
+    if (out / WEIGHTS_FILE).is_file():
+        found.append(WEIGHTS_FILE)
+    if (out / "snapshots").is_dir() and any((out / "snapshots").rglob(WEIGHTS_FILE)):
+        found.append("snapshots")
+    return found
+
+
 def claim_run_dir(out: Path, overwrite: bool) -> None:
-    """Refuse a directory that holds another run, unless ``overwrite`` (then clear its outputs)."""
+    """Refuse a directory that holds another run (:func:`run_evidence`), unless ``overwrite``;
+    then clear what a run writes there, leftovers of a failed start included."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"out_dir {out} exists and is not a directory")
     existing = [name for name in RUN_OUTPUTS if (out / name).exists()]
     if not existing:
         return
-    if not overwrite:
+    evidence = run_evidence(out)
+    if evidence and not overwrite:
+        resume = (
+            f"continue it with `qkv train --resume {out}`, " if complete_checkpoints(out) else ""
+        )
         raise RunDirError(
-            f"{out} already holds a run ({', '.join(existing)}); continue it with "
-            f"`qkv train --resume {out}`, start again with --overwrite, or choose another out_dir"
+            f"{out} already holds a run ({', '.join(evidence)}); {resume}start again with "
+            "--overwrite, or choose another out_dir"
+        )
+    if not evidence:
+        logger.warning(
+            "%s holds no checkpoint and no trained model, only the files of a run that stopped "
+            "before either (%s): replacing them",
+            out,
+            ", ".join(existing),
         )
     for name in existing:
         path = out / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
+    remove_stale_temporaries(out)
 
 
 def snapshot_dir(model_dir: str | Path, minutes: float) -> Path:

@@ -48,7 +48,7 @@ from qkv.tasks.run_dir import (
 from qkv.training.checkpoint import load_weights, read_json, save_weights
 from qkv.training.distributed import Distributed
 from qkv.training.losses import sequence_cross_entropy
-from qkv.training.trainer import TrainResult, train
+from qkv.training.trainer import TrainResult, train, training_device
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ def train_translation(
     """
     dist_ = distributed or Distributed()
     out = Path(config.out_dir)
+    training_device(config.train, dist_)  # reject what can be rejected before any write
     if not resume and dist_.main:
         claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)
@@ -382,8 +383,11 @@ def evaluate_translation(
     batch_size: int | None = None,
     translator: Translator | None = None,
     progress: bool = False,
+    save: bool = True,
 ) -> EvaluationReport:
-    """BLEU, chrF and BLEU by source length on a split of the model's own corpus."""
+    """BLEU, chrF and BLEU by source length on a split of the model's own corpus; with
+    ``save`` and no ``limit``, the scores also go to ``results.json`` in ``model_dir``
+    (:func:`save_translation_results`)."""
     model_dir = Path(model_dir)
     run = load_model_run_config(model_dir)
     corpus = load_corpus(run.data.corpus, **run.data.options)
@@ -407,21 +411,28 @@ def evaluate_translation(
         beam,
         sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs),
     )
-    if limit is None:
-        results_path = model_dir / "results.json"
-        results = read_json(results_path) if results_path.is_file() else {}
-        results[split] = {
-            "bleu": report.scores.bleu,
-            "chrf": report.scores.chrf,
-            "bleu_signature": report.scores.bleu_signature,
-            "chrf_signature": report.scores.chrf_signature,
-            "sentences": report.scores.sentences,
-            "exact_match": report.exact_match,
-            "beam_size": beam,
-            "bleu_by_source_length": {b.label: [b.sentences, b.bleu] for b in report.buckets},
-        }
-        atomic_write_json(results_path, results)
+    if save and limit is None:
+        save_translation_results(model_dir, report)
     return report
+
+
+def save_translation_results(model_dir: str | Path, report: EvaluationReport) -> Path:
+    """Record ``report`` under its split in ``model_dir/results.json`` (other splits kept);
+    an ``OSError`` (a read-only directory) names the file. Returns its path."""
+    results_path = Path(model_dir) / "results.json"
+    results = read_json(results_path) if results_path.is_file() else {}
+    results[report.split] = {
+        "bleu": report.scores.bleu,
+        "chrf": report.scores.chrf,
+        "bleu_signature": report.scores.bleu_signature,
+        "chrf_signature": report.scores.chrf_signature,
+        "sentences": report.scores.sentences,
+        "exact_match": report.exact_match,
+        "beam_size": report.beam_size,
+        "bleu_by_source_length": {b.label: [b.sentences, b.bleu] for b in report.buckets},
+    }
+    atomic_write_json(results_path, results)
+    return results_path
 
 
 __all__ = [
@@ -430,5 +441,6 @@ __all__ = [
     "Translation",
     "Translator",
     "evaluate_translation",
+    "save_translation_results",
     "train_translation",
 ]

@@ -9,14 +9,13 @@ leaves the previous file intact (``torch.save`` is not atomic: Lightning#688).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
-from qkv.io import fsync_dir
+from qkv.io import atomic_file
 
 
 class CheckpointError(ValueError):
@@ -34,26 +33,18 @@ def read_json(path: str | Path) -> Any:
 
 
 def save_weights(model: nn.Module, path: str | Path) -> None:
-    """Write the model's parameters and buffers to a safetensors file, atomically."""
+    """Write the model's parameters and buffers to a safetensors file, atomically; an
+    ``OSError`` (a full disk) names the file, and the previous file stays as it was."""
     from safetensors.torch import save_model
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_model(model, tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    with atomic_file(path) as tmp:
+        save_model(model, str(tmp))
 
 
 def load_weights(model: nn.Module, path: str | Path) -> None:
-    """Load weights strictly; a corrupt file or any missing/unexpected tensor is an error."""
+    """Load weights strictly; a corrupt file, a missing or unexpected tensor, a tensor whose
+    dtype does not fit (integers for floating-point weights) or with NaN or infinite values is
+    an error that names the tensor."""
     from safetensors import SafetensorError
     from safetensors.torch import load_model
 
@@ -61,6 +52,7 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
     if not path.is_file():
         raise CheckpointError(f"missing weights file {path}")
     try:
+        check_weights(model, path)
         missing, unexpected = load_model(model, path, strict=False)
     except (SafetensorError, OSError) as error:
         raise CheckpointError(f"cannot read weights from {path}: {error}") from None
@@ -71,3 +63,32 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
             f"weights in {path} do not match the model: missing {sorted(missing)}, "
             f"unexpected {sorted(unexpected)}"
         )
+
+
+def check_weights(model: nn.Module, path: Path) -> None:
+    """Refuse a tensor of ``path`` whose dtype the model's does not accept (floating point for
+    floating point; otherwise the same dtype), or a floating-point tensor that is not finite.
+    PyTorch would cast integers into the weights and copy NaN without a word."""
+    from safetensors import safe_open
+
+    expected = model.state_dict()
+    with safe_open(str(path), framework="pt") as handle:
+        for name in handle.keys():  # noqa: SIM118 - a safe_open handle is not a dict
+            if name not in expected:
+                continue  # reported by the strict key check
+            tensor = handle.get_tensor(name)
+            want = expected[name].dtype
+            if (tensor.dtype.is_floating_point, want.is_floating_point) != (True, True) and (
+                tensor.dtype != want
+            ):
+                raise CheckpointError(
+                    f"weights in {path}: tensor {name!r} is {tensor.dtype}, but the model "
+                    f"holds {want} there"
+                )
+            if tensor.dtype.is_floating_point:
+                bad = int((~torch.isfinite(tensor)).sum())
+                if bad:
+                    raise CheckpointError(
+                        f"weights in {path}: tensor {name!r} holds {bad} NaN or infinite "
+                        f"value(s) of {tensor.numel()}"
+                    )

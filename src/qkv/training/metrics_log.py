@@ -23,6 +23,15 @@ def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
+def check_tensorboard(setting: bool | None) -> None:
+    """``train.tensorboard: true`` needs the package; None and False need nothing."""
+    if setting and not tensorboard_available():
+        raise ValueError(
+            "train.tensorboard is true, but the tensorboard package is not installed "
+            "(pip install tensorboard, or leave train.tensorboard unset to use it when present)"
+        )
+
+
 class MetricsLog:
     """``path``: the CSV (None: keep rows in memory only). ``keep_until``: continue a resumed
     run's file up to this step. ``tensorboard``: None (when installed), True (an error when it
@@ -31,11 +40,7 @@ class MetricsLog:
     def __init__(
         self, path: Path | None, keep_until: int | None = None, tensorboard: bool | None = False
     ) -> None:
-        if tensorboard and not tensorboard_available():
-            raise ValueError(
-                "train.tensorboard is true, but the tensorboard package is not installed "
-                "(pip install tensorboard, or leave train.tensorboard unset to use it when present)"
-            )
+        check_tensorboard(tensorboard)
         self.path, self.rows, self.board = path, [], None
         if path is None:
             return

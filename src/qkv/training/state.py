@@ -13,16 +13,21 @@ A checkpoint is a directory ``RUN_DIR/checkpoints/step-000123/`` with
 written under a temporary name, flushed with ``fsync`` and renamed into place; only then does
 ``RUN_DIR/checkpoints/latest.json`` (itself replaced atomically) point at it, and only after that
 are older checkpoints removed. A process killed at any moment leaves ``latest.json`` naming a
-complete checkpoint. Nothing is pickled: tensors go to ``safetensors``, the rest to JSON.
+complete checkpoint; without ``latest.json`` (deleted by hand) the newest complete checkpoint is
+the one to resume from. Nothing is pickled: tensors go to ``safetensors``, the rest to JSON, and
+what is read back is checked before it is used.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import random
+import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +38,12 @@ from torch import nn
 from qkv.io import atomic_write, atomic_write_json, fsync_dir
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
 
+logger = logging.getLogger(__name__)
+
 CHECKPOINTS, LATEST = "checkpoints", "latest.json"
 FORMAT = 1
+FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
+NAME = re.compile(r"step-(\d{9})(?:-(\d+))?")  # step-000000123, or step-000000123-1 saved again
 
 
 @dataclass
@@ -48,6 +57,11 @@ class LoopState:
     best: dict[str, float] | None = None
     bad_evaluations: int = 0
     snapshots_done: list[float] = field(default_factory=list)
+    # The metrics window in progress (steps since the last train_loss row): its summed loss,
+    # tokens and wall seconds, so that a resumed run logs the row it would have logged.
+    window_loss: float = 0.0
+    window_tokens: int = 0
+    window_seconds: float = 0.0
 
 
 def save_checkpoint(
@@ -97,15 +111,45 @@ def save_checkpoint(
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The checkpoint ``latest.json`` names, or ``None`` when the run has none yet."""
+    """The checkpoint ``latest.json`` names or, when it is missing or names no checkpoint, the
+    newest complete one (with a warning); ``None`` when the run has none yet."""
     root = Path(run_dir) / CHECKPOINTS
-    if not (root / LATEST).is_file():
-        return None
-    pointer = read_json(root / LATEST)
-    name = pointer.get("checkpoint") if isinstance(pointer, dict) else None
-    if not isinstance(name, str) or "/" in name or not (root / name).is_dir():
+    pointer: Any = None
+    if (root / LATEST).is_file():
+        try:
+            pointer = read_json(root / LATEST)
+        except CheckpointError as error:
+            pointer = str(error)
+        name = pointer.get("checkpoint") if isinstance(pointer, dict) else None
+        if isinstance(name, str) and NAME.fullmatch(name) and (root / name).is_dir():
+            return root / name
+    found = complete_checkpoints(run_dir)
+    if pointer is not None and not found:
         raise CheckpointError(f"{root / LATEST} names no checkpoint directory: {pointer!r}")
-    return root / name
+    if not found:
+        return None
+    why = "is missing" if pointer is None else f"names no checkpoint ({pointer!r})"
+    logger.warning(
+        "%s %s: resuming from the newest complete checkpoint, %s",
+        root / LATEST,
+        why,
+        found[-1].name,
+    )
+    return found[-1]
+
+
+def complete_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The checkpoint directories under ``run_dir`` that hold every file, oldest first (a
+    directory gets its final name only once complete; this also skips one emptied by hand)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = NAME.fullmatch(path.name)
+        if match and path.is_dir() and all((path / f).is_file() for f in FILES):
+            found.append((int(match[1]), int(match[2] or 0), path))
+    return [path for *_, path in sorted(found)]
 
 
 def load_checkpoint(
@@ -122,10 +166,7 @@ def load_checkpoint(
     state = read_json(directory / "state.json")
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{directory / 'state.json'} is not a qkv checkpoint (format 1)")
-    try:
-        loop = LoopState(**state["loop"])
-    except (KeyError, TypeError) as error:
-        raise CheckpointError(f"{directory / 'state.json'}: bad loop state: {error}") from None
+    loop = _loop_state(state.get("loop"), directory / "state.json")
     load_weights(model, directory / "model.safetensors")
     tensors = _load_tensors(directory / "optimizer.safetensors")
     try:
@@ -139,6 +180,46 @@ def load_checkpoint(
         ) from None
     _restore_rng(_load_tensors(directory / "rng.safetensors"), state)
     return loop
+
+
+def _loop_state(values: Any, path: Path) -> LoopState:
+    """The ``loop`` section of ``state.json``, each value checked: a corrupt file is an error
+    naming the key and the value, not a crash later in the loop."""
+
+    def bad(key: str, want: str) -> CheckpointError:
+        return CheckpointError(
+            f"{path}: loop.{key} must be {want}, got {values.get(key)!r} (a corrupt checkpoint: "
+            f"remove {path.parent} to resume from an older one, if there is one)"
+        )
+
+    def number(value: Any) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path}: loop must be a JSON object, got {values!r}")
+    unknown = sorted(set(values) - {f.name for f in fields(LoopState)})
+    if unknown:
+        raise CheckpointError(f"{path}: unknown loop keys {unknown}")
+    for key in ("step", "epoch", "batches_in_epoch", "bad_evaluations", "window_tokens"):
+        value = values.get(key, 0)
+        if not (number(value) and isinstance(value, int) and value >= 0):
+            raise bad(key, "an integer >= 0")
+    for key in ("step", "epoch", "batches_in_epoch"):
+        if key not in values:
+            raise bad(key, "present")
+    for key in ("clock_seconds", "window_seconds"):
+        value = values.get(key, 0.0)
+        if not (number(value) and math.isfinite(value) and value >= 0):
+            raise bad(key, "a finite number >= 0")
+    if not number(values.get("window_loss", 0.0)):  # NaN when training diverged: still resumable
+        raise bad("window_loss", "a number")
+    best = values.get("best")
+    if best is not None and not (isinstance(best, dict) and all(number(v) for v in best.values())):
+        raise bad("best", "null or an object of numbers")
+    done = values.get("snapshots_done", [])
+    if not (isinstance(done, list) and all(number(m) for m in done)):
+        raise bad("snapshots_done", "a list of minutes")
+    return LoopState(**values)
 
 
 def _save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:

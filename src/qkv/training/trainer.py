@@ -24,9 +24,10 @@ import torch
 from torch import Tensor, nn
 
 from qkv.hardware import warn_if_slow_bfloat16
+from qkv.io import remove_stale_temporaries
 from qkv.training.checkpoint import CheckpointError
 from qkv.training.distributed import Distributed
-from qkv.training.metrics_log import MetricsLog
+from qkv.training.metrics_log import MetricsLog, check_tensorboard
 from qkv.training.schedules import SCHEDULES, lr_multiplier
 from qkv.training.state import (
     CHECKPOINTS,
@@ -54,6 +55,20 @@ def resolve_device(name: str) -> torch.device:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if (device.index or 0) >= count:
             raise ValueError(f"train.device={name!r}, but PyTorch sees {count} CUDA device(s)")
+    return device
+
+
+def training_device(config: TrainConfig, distributed: Distributed | None = None) -> torch.device:
+    """The device ``config`` trains on, after the checks that need no model and no data (the
+    device is there, fp16 runs on CUDA, TensorBoard is installed when asked for). A task calls
+    it before it writes anything, so that a rejected setting leaves no files behind."""
+    dist_ = distributed or Distributed()
+    device = resolve_device(config.device)
+    if dist_.world > 1 and device.type == "cuda" and config.device in ("auto", "cuda"):
+        device = torch.device("cuda", dist_.local_rank)  # one GPU per process
+    if config.precision == "fp16" and device.type != "cuda":
+        raise ValueError("train.precision=fp16 needs a CUDA device; use bf16 on the CPU")
+    check_tensorboard(config.tensorboard)
     return device
 
 
@@ -85,7 +100,8 @@ class TrainConfig:
     clip_norm: float | None = 1.0
     label_smoothing: float = 0.1
     eval_every: int = 1000
-    checkpoint_every: int | None = 1000  # steps; also at the end. None: no checkpoints
+    checkpoint_every: int | None = 1000  # steps; also at the end. None: only when a signal
+    # stops the run, and at the end of a resumed one
     keep_checkpoints: int = 1
     patience: int | None = None
     seed: int = 0
@@ -153,6 +169,7 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     clock_seconds: float = 0.0  # the budget clock at the end (config.clock), resumed runs included
     signal: str | None = None  # "SIGINT" or "SIGTERM" when a signal stopped the run
+    checkpoint: Path | None = None  # the checkpoint saved when the run stopped, if one was
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -206,9 +223,12 @@ def train(
         on_snapshot: called with ``(minutes, step)`` when the budget clock first passes each of
             ``config.snapshot_minutes`` (e.g. to keep the weights after 10, 30 and 60 minutes).
         run_dir: where ``metrics.csv`` and, every ``config.checkpoint_every`` steps and at the
-            end, the checkpoints (:mod:`qkv.training.state`) are written.
+            end, the checkpoints (:mod:`qkv.training.state`) are written. A run stopped by a
+            signal, and a resumed run, save one at the end even when ``checkpoint_every`` is
+            None.
         resume: continue from the latest checkpoint in ``run_dir`` (weights, optimiser,
-            schedule, random generators, data position, clock, best metric, metrics rows).
+            schedule, random generators, data position, clock, best metric, metrics rows and
+            the partial metrics window); temporary files that killed saves left are removed.
         handle_signals: on SIGINT/SIGTERM finish the current step, checkpoint and return with
             ``stopped == "interrupted"`` (a second SIGINT stops at once). Main thread only.
         progress: show a progress bar (for command-line use).
@@ -222,11 +242,7 @@ def train(
     dist_ = distributed or Distributed()
     if count_tokens is None and (config.accumulate > 1 or dist_.world > 1):
         raise ValueError("accumulating batches or processes needs count_tokens")
-    device = resolve_device(config.device)
-    if dist_.world > 1 and device.type == "cuda" and config.device in ("auto", "cuda"):
-        device = torch.device("cuda", dist_.local_rank)  # one GPU per process
-    if config.precision == "fp16" and device.type != "cuda":
-        raise ValueError("train.precision=fp16 needs a CUDA device; use bf16 on the CPU")
+    device = training_device(config, dist_)
     if config.precision == "bf16":
         warn_if_slow_bfloat16(device, "train.precision=bf16")
     model.to(device)
@@ -242,10 +258,16 @@ def train(
     run_path = Path(run_dir) if run_dir is not None else None
     loop = LoopState()
     if resume:
+        if run_path is not None and dist_.main:
+            for path in remove_stale_temporaries(run_path):
+                logger.info("removed %s, left by a write that was killed", path)
         checkpoint = None if run_path is None else latest_checkpoint(run_path)
         checkpoint = dist_.from_main(checkpoint)  # every rank resumes from rank 0's choice
         if checkpoint is None:
-            raise CheckpointError(f"nothing to resume: no checkpoint in {run_path}/{CHECKPOINTS}")
+            raise CheckpointError(
+                f"nothing to resume: {run_path}/{CHECKPOINTS} holds no complete checkpoint (a "
+                "run saves one every train.checkpoint_every steps and when a signal stops it)"
+            )
         loop = load_checkpoint(
             checkpoint, model=model, optimiser=optimiser, scheduler=schedule, scaler=scaler
         )
@@ -270,7 +292,7 @@ def train(
     autocast_dtype = PRECISIONS[config.precision]
     clock = CLOCKS[config.clock]
     start, wall_start = clock() - loop.clock_seconds, time.perf_counter()
-    window_loss, window_tokens, window_start = 0.0, 0, wall_start
+    window_start = wall_start  # when this process began the metrics window (loop.window_*)
     deadline = None if config.max_minutes is None else 60 * config.max_minutes
     pending_snapshots = [m for m in config.snapshot_minutes if m not in loop.snapshots_done]
     signals = _SignalFlag(enabled=handle_signals)
@@ -302,18 +324,26 @@ def train(
             bar.set_postfix_str(f"{metric} {value:.4g}", refresh=False)
         return config.patience is not None and loop.bad_evaluations >= config.patience
 
-    def checkpoint() -> None:
-        if run_path is not None and config.checkpoint_every is not None and dist_.main:
-            loop.clock_seconds = clock() - start
-            save_checkpoint(
-                run_path,
-                model=model,
-                optimiser=optimiser,
-                scheduler=schedule,
-                loop=loop,
-                keep=config.keep_checkpoints,
-                scaler=scaler if scaler.is_enabled() else None,
-            )
+    def checkpoint(always: bool = False) -> Path | None:
+        """Save a checkpoint when the run has a directory and checkpoints (or ``always``)."""
+        nonlocal window_start
+        if run_path is None or not dist_.main:
+            return None
+        if config.checkpoint_every is None and not always:
+            return None
+        now = time.perf_counter()
+        loop.clock_seconds = clock() - start
+        loop.window_seconds += now - window_start
+        window_start = now
+        return save_checkpoint(
+            run_path,
+            model=model,
+            optimiser=optimiser,
+            scheduler=schedule,
+            loop=loop,
+            keep=config.keep_checkpoints,
+            scaler=scaler if scaler.is_enabled() else None,
+        )
 
     def after_step() -> str | None:
         """Evaluation, snapshots, budgets and signals after a step: why to stop, if at all."""
@@ -388,18 +418,19 @@ def train(
                     loss_sum, tokens = optimiser_step(group)
                     loop.step += 1
                     loop.batches_in_epoch += len(group)
-                    window_loss += loss_sum
-                    window_tokens += tokens
+                    loop.window_loss += loss_sum
+                    loop.window_tokens += tokens
                     if bar is not None:
                         bar.update(1)
                     if loop.step % config.log_every == 0:
                         now = time.perf_counter()
+                        seconds = loop.window_seconds + now - window_start
                         row = {
                             "step": loop.step,
                             "epoch": loop.epoch,
                             "lr": schedule.get_last_lr()[0],
-                            "train_loss": window_loss / max(window_tokens, 1),
-                            "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                            "train_loss": loop.window_loss / max(loop.window_tokens, 1),
+                            "tokens_per_s": loop.window_tokens / max(seconds, 1e-9),
                             "minutes": (clock() - start) / 60,
                         }
                         log.write(row)
@@ -409,7 +440,8 @@ def train(
                                 lr=f"{row['lr']:.2e}",
                                 tok_s=f"{row['tokens_per_s']:.0f}",
                             )
-                        window_loss, window_tokens, window_start = 0.0, 0, now
+                        loop.window_loss, loop.window_tokens, loop.window_seconds = 0.0, 0, 0.0
+                        window_start = now
                     stopped = after_step()
                     if stopped is not None:
                         break
@@ -426,7 +458,8 @@ def train(
                     loop.batches_in_epoch = 0
             if stopped != "interrupted" and loop.step % config.eval_every != 0:
                 run_evaluation()
-            checkpoint()
+            # A stopped run can always continue; a resumed one leaves no older checkpoint behind.
+            saved = checkpoint(always=signals.received is not None or resume)
     finally:
         log.close()
         if bar is not None:
@@ -439,6 +472,7 @@ def train(
         log.rows,
         clock() - start,
         signals.received,
+        saved,
     )
 
 
