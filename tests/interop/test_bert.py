@@ -132,7 +132,19 @@ def test_a_saved_folder_loads_without_transformers_and_corruption_is_named(tmp_p
         got = ours(ids, keep=mask.bool(), token_type_ids=types).hidden
     torch.testing.assert_close(got[mask.bool()], expected[mask.bool()], atol=1e-5, rtol=0)
 
+    from safetensors.torch import load_file, save_file
+
     weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    name = "embeddings.word_embeddings.weight"
+    nan_row = tensors[name].clone().index_fill_(0, torch.tensor([3]), float("nan"))  # 32 values
+    for bad, message in (
+        (nan_row, "holds 32 NaN or infinite value"),
+        (tensors[name].long(), "has dtype torch.int64; weights and biases must be floating"),
+    ):
+        save_file({**tensors, name: bad}, weights)
+        with pytest.raises(BertImportError, match=f"tensor '{name}' {message}"):
+            load_bert(folder)
     weights.write_bytes(weights.read_bytes()[:1000])
     with pytest.raises(BertImportError, match=r"model\.safetensors cannot be read"):
         load_bert(folder)

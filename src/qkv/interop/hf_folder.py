@@ -47,4 +47,20 @@ def read_hf_folder(
         weights = load_file(str(folder / "model.safetensors"))
     except Exception as problem:  # safetensors raises its own error types for corrupt files
         raise error(f"{folder / 'model.safetensors'} cannot be read: {problem}") from None
+    _check_tensors(weights, folder / "model.safetensors", error)
     return config, {k: v.float() if v.is_floating_point() else v for k, v in weights.items()}
+
+
+def _check_tensors(weights: dict[str, Tensor], path: Path, error: type[Exception]) -> None:
+    """Refuse a weight or bias that is not floating point (PyTorch would cast integers into the
+    model without a word) and a floating-point tensor holding NaN or inf, naming the tensor.
+    Integer buffers (``position_ids``) pass."""
+    for name, tensor in weights.items():
+        if name.endswith((".weight", ".bias")) and not tensor.is_floating_point():
+            raise error(
+                f"{path}: tensor {name!r} has dtype {tensor.dtype}; weights and biases must be "
+                "floating point"
+            )
+        if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+            bad = int((~tensor.isfinite()).sum())
+            raise error(f"{path}: tensor {name!r} holds {bad} NaN or infinite value(s)")
