@@ -29,11 +29,12 @@ from .models import train_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROUNDING = 0.5 * 10**-DIGITS + 1e-7  # what rounding to DIGITS decimals may change
+BASE_URL = "http://localhost"  # a Host the explorer answers to (the test client's own is not)
 
 
 @pytest.fixture(scope="module")
-def dirs(tmp_path_factory):
-    return train_models(tmp_path_factory.mktemp("explorer"))
+def dirs(explorer_dirs):
+    return explorer_dirs
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def models(dirs):
 @pytest.fixture(scope="module")
 def client(models):
     limits = Limits(max_chars=200, max_image_bytes=20_000, max_image_side=256, max_new_tokens=30)
-    return TestClient(create_app(models, limits))
+    return TestClient(create_app(models, limits), base_url=BASE_URL)
 
 
 def digit_png(*indices: int) -> bytes:
@@ -108,7 +109,7 @@ def test_translation_equals_the_translator(client, models):
 
 def test_rnn_translators_one_alignment_or_none(tmp_path):
     dirs = train_models(tmp_path, ("bahdanau", "fixed-context"))
-    client = TestClient(create_app(ExplorerModels.load(list(dirs.values()))))
+    client = TestClient(create_app(ExplorerModels.load(list(dirs.values()))), base_url=BASE_URL)
     result = client.post("api/run", json={"model": "reverse-bahdanau", "text": "a b c"}).json()
     (view,) = result["views"]  # the alignment: one layer, one head
     assert view["id"] == "cross" and len(view["layers"]) == 1 and len(view["layers"][0]) == 1
@@ -241,7 +242,8 @@ def test_oversized_images_and_bodies(client):
     assert reply.status_code == 413 and "request body is over" in reply.json()["error"]
     reply = client.post("api/run", content=b"{oops", headers={"content-type": "application/json"})
     assert reply.status_code == 422 and reply.json()["error"] == (
-        "the request body is not valid JSON"
+        "the request body is not valid JSON (Expecting property name enclosed in double quotes "
+        "at line 1, column 2)"
     )
     assert client.get("api/health").status_code == 200
 
@@ -284,7 +286,7 @@ def test_internal_errors_answer_500_without_a_traceback(client, models, monkeypa
 
     monkeypatch.setattr(models["tagging"].runner, "attention", broken)
     # As a real server: the handler's answer, not the exception re-raised into the test.
-    client = TestClient(client.app, raise_server_exceptions=False)
+    client = TestClient(client.app, base_url=BASE_URL, raise_server_exceptions=False)
     reply = client.post("api/run", json={"model": "tagging", "text": "to walk"})
     assert reply.status_code == 500
     assert reply.json() == {"error": "internal error (RuntimeError); see the server's log"}

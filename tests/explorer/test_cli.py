@@ -80,10 +80,14 @@ def test_inlined_data_cannot_close_its_script():
         (("explore", "--model", "{vit}", "{tmp}/notes.png", "-o", "{tmp}/a.html"),
          "not a readable image"),
         (("explore", "--model", "{translation}", "", "-o", "{tmp}/a.html"), "the text is empty"),
+        (("explore", "--model", "{translation}", "caf\udce9", "-o", "{tmp}/a.html"),
+         "the text has a lone surrogate (U+DCE9 at character 3)"),  # bytes not UTF-8 in argv
         (("explore", "--model", "{translation}", "a", "-o", "{tmp}/a.png"), "an .html file"),
         (("explore", "--model", "{tmp}", "a", "-o", "{tmp}/a.html"), "no model directory"),
         (("serve", "--model", "{translation}", "--port", "70000"), "--port must be between"),
         (("serve", "--model", "{tmp}"), "no model directory"),
+        (("serve", "--model", "{translation}", "--allow-host", "explorer.lan:80"),
+         "(--allow-host) is a name or address without a scheme, port or path"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2(dirs, tmp_path, argv, message, capsys):
@@ -136,11 +140,19 @@ def test_serve_answers_and_stops_on_ctrl_c(dirs):
 
 
 def test_serve_warns_when_reachable_from_other_machines(dirs):
-    process, url = _start("--model", str(dirs["translation"]), "--host", "0.0.0.0")
+    process, url = _start(
+        "--model", str(dirs["translation"]), "--host", "0.0.0.0", "--allow-host", "explorer.lan"
+    )
     try:
-        port = url.rsplit(":", 1)[1].rstrip("/")
-        assert _get(f"http://127.0.0.1:{port}/api/health").status_code == 200
+        health = url.replace("0.0.0.0", "127.0.0.1") + "api/health"
+        assert _get(health).status_code == 200
+        # It answers to the names it serves on, and refuses a page naming another (DNS rebinding).
+        for host, status in [("0.0.0.0", 200), ("explorer.lan:80", 200), ("evil.example", 421)]:
+            reply = httpx.get(health, headers={"host": host}, timeout=5)
+            assert reply.status_code == status, (host, reply.text)
+        assert "does not answer to Host 'evil.example'" in reply.json()["error"]
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     assert "warning: binding to 0.0.0.0" in stderr and "no authentication" in stderr
+    assert "--allow-host" in stderr

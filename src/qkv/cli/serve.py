@@ -17,13 +17,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "image file for a Vision Transformer or captioner) and see its output and attention: "
         "alignment matrices, every layer and head, token-to-token lines, maps over the image. "
         "The JSON API under the page is POST /api/run (see the README). Binds to 127.0.0.1 "
-        "unless --host says otherwise.",
+        "unless --host says otherwise, and answers only requests addressed to 127.0.0.1, "
+        "localhost, [::1], --host or an --allow-host name.",
     )
     serve.add_argument(
         "--model", action="append", required=True, metavar="DIR", help="model directory (repeat)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the server answers to besides the loopback ones and --host (repeat); "
+        "requests whose Host header names another are refused (421)",
+    )
     serve.add_argument("--threads", type=int, default=None, metavar="N", help="PyTorch threads")
     _limit_arguments(serve)
     serve.set_defaults(run=run_serve)
@@ -78,10 +87,11 @@ def run_serve(args: argparse.Namespace) -> int:
     if not is_loopback(args.host):
         print(
             f"qkv serve: warning: binding to {args.host}: the explorer is reachable from other "
-            "machines; it has no authentication",
+            "machines; it has no authentication (it answers requests addressed to loopback, "
+            f"{args.host} or an --allow-host name)",
             file=sys.stderr,
         )
-    app = create_app(models, limits)
+    app = create_app(models, limits, hosts=[args.host, *args.allow_host])
     sock = bind(args.host, args.port)
     port = sock.getsockname()[1]
     names = ", ".join(f"{m.name} ({m.kind})" for m in models)

@@ -9,39 +9,56 @@ Routes:
   models; answers the model's output and attention (:mod:`qkv.explorer.views`).
 - ``GET /api/health``: ``{"status": "ok", "models": N}``.
 
-Errors are JSON ``{"error": MESSAGE}`` naming the problem: 404 an unknown model, 413 a body over
-the limit, 422 an input that does not suit the model or the limits (or is not valid JSON of the
-shape above), 500 anything else, logged here and answered without a traceback. Models are chosen
-when the app is made, never by a path in a request; each runs under its own lock
-(:class:`qkv.explorer.session.ExplorerModel`), and FastAPI runs the (blocking) handler in its
-thread pool, so requests to a busy model wait their turn.
+Every error is JSON ``{"error": MESSAGE}`` naming the problem: 404 an unknown model or route, 405
+a route's wrong method, 413 a body over the limit (by its Content-Length, or as it streams in),
+415 a body not sent as ``application/json``, 421 a Host header that names none of the server's
+host names, 422 a body that is not a JSON object of the shape above (not UTF-8, not JSON, nested
+too deeply, a number too long to read, a lone surrogate in a string, a wrong or unknown field) or
+an input that does not suit the model or the limits, 500 anything else, logged here and answered
+without a traceback.
+
+The Host check answers only the names the server is reached by on this machine (127.0.0.1,
+localhost, ::1, any port) and those given to :func:`create_app`: a page of another site whose
+domain is pointed at 127.0.0.1 (DNS rebinding) sends its own name and is refused. Requiring
+``application/json`` makes a browser ask before it sends another site's request (a CORS
+preflight, which this server never grants). Models are chosen when the app is made, never by a
+path in a request; each runs under its own lock (:class:`qkv.explorer.session.ExplorerModel`),
+and FastAPI runs the (blocking) handler in its thread pool, so requests to a busy model wait
+their turn; what the input alone decides is checked before the lock.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
+import sys
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from qkv.explorer.page import page_data, render_page
+from qkv.explorer.server import LOOPBACK
 from qkv.explorer.session import ExplorerModels
-from qkv.explorer.views import InputError, Limits
+from qkv.explorer.views import InputError, Limits, check_unicode
 
 log = logging.getLogger(__name__)
+ROUTES = "GET /, GET /api/models, POST /api/run, GET /api/health"
 
 
 class RunRequest(BaseModel):
-    """The body of ``POST /api/run``; unknown fields are refused."""
+    """The body of ``POST /api/run``; unknown fields are refused, and values are not coerced
+    (``"12"`` is not a number, ``true`` not an integer)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
     text: str | None = None
@@ -50,13 +67,75 @@ class RunRequest(BaseModel):
     max_new_tokens: int | None = None
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    # A message may quote the request (a model's name, a field's key, a Host header): a lone
+    # surrogate there could not be written as UTF-8, so it is written as its escape.
+    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return JSONResponse({"error": text}, status_code=status, headers=headers)
+
+
+def _quoted(value: str, most: int = 60) -> str:
+    """``value`` as repr, cut to about ``most`` characters (it comes from the request)."""
+    return repr(value if len(value) <= most else value[:most] + "...")
+
+
+def host_name(header: str) -> str | None:
+    """The name in a Host header, lower case, without its port (``localhost:8000`` ->
+    ``localhost``, ``[::1]:8000`` -> ``::1``); None when the header is malformed."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        name, bracket, rest = value[1:].partition("]")
+        if not bracket:
+            return None
+    else:
+        name, colon, port = value.partition(":")
+        rest = colon + port
+    if rest and not (rest[0] == ":" and rest[1:].isascii() and rest[1:].isdigit()):
+        return None
+    return name or None
+
+
+def _served_name(host: str) -> str:
+    """``host`` as :func:`host_name` reads it from a header: ``[::1]`` -> ``::1``, lower case."""
+    name = host.strip().lower()
+    name = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    if not name or any(c in name for c in "/@?#[] ") or name.count(":") == 1:
+        raise ValueError(
+            "a host name to answer to (--allow-host) is a name or address without a scheme, "
+            f"port or path, such as explorer.lan or 192.168.1.5; got {host!r}"
+        )
+    return name
+
+
+class HostCheck:
+    """Answer 421 to a request whose Host header names none of ``hosts`` (any port)."""
+
+    def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
+        self.app = app
+        self.hosts = sorted({_served_name(h) for h in hosts})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope.get("headers") or []).get(b"host")
+        value = None if header is None else header.decode("latin-1")
+        if value is not None and host_name(value) in self.hosts:
+            await self.app(scope, receive, send)
+            return
+        asked = "no Host header" if value is None else f"Host {_quoted(value)}"
+        served = ", ".join(f"[{h}]" if ":" in h else h for h in self.hosts)
+        message = (
+            f"this explorer does not answer to {asked}; address it as one of {served} (any "
+            "port), or start it with --allow-host NAME to answer to another name"
+        )
+        await _error(421, message)(scope, receive, send)
 
 
 class BodyLimit:
-    """Refuse (413) a request body over ``limit`` bytes, by its Content-Length or, without
-    one, while it streams in, before the application reads it whole."""
+    """Read the whole request body before the application does, refusing (413) one over
+    ``limit`` bytes: by its Content-Length, or, without one (chunked), as soon as it streams
+    past the limit."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -65,44 +144,96 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
+        length = dict(scope.get("headers") or []).get(b"content-length")
         too_long = _error(413, f"the request body is over {self.limit:,} bytes")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             await too_long(scope, receive, send)
             return
+        chunks: list[bytes] = []
         seen = 0
-        refused = False
-
-        async def counted() -> Message:
-            nonlocal seen, refused
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    refused = True
-                    raise _BodyTooLarge
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await too_long(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        whole: Message | None = {"type": "http.request", "body": b"".join(chunks)}
+
+        async def replay() -> Message:
+            nonlocal whole
+            if whole is None:  # read already: what comes next is the client going away
+                return await receive()
+            message, whole = whole, None
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _BodyTooLarge:
-            if refused:
-                await too_long(scope, receive, send)
+        await self.app(scope, replay, send)
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-def _validation_message(error: RequestValidationError) -> str:
+def _validation_message(errors: Iterable[dict[str, Any]]) -> str:
     parts = []
-    for item in error.errors():
-        if item.get("type") == "json_invalid":
-            return "the request body is not valid JSON"
-        where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    for item in errors:
+        loc = [_quoted(p, 40)[1:-1] for p in map(str, item.get("loc", ())) if p != "body"]
+        parts.append(f"{'.'.join(loc) or 'body'}: {item.get('msg', 'invalid')}")
     return "invalid request: " + "; ".join(parts)
+
+
+def parse_run_request(body: bytes, content_type: str | None) -> RunRequest:
+    """The body of ``POST /api/run`` read as :class:`RunRequest`.
+
+    Raises:
+        HTTPException: 415 when it is not sent as JSON; 422 naming what is wrong with it.
+    """
+    media = (content_type or "").partition(";")[0].strip().lower()
+    if media != "application/json" and not (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        shown = _quoted(media) if media else "none"
+        raise HTTPException(
+            415, f"send the body as JSON with content-type: application/json (got {shown})"
+        )
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise HTTPException(
+            422,
+            f"the request body is not UTF-8 (byte 0x{body[error.start]:02x} at offset "
+            f"{error.start}); send JSON encoded as UTF-8",
+        ) from None
+    except json.JSONDecodeError as error:
+        raise HTTPException(
+            422,
+            f"the request body is not valid JSON ({error.msg} at line {error.lineno}, column "
+            f"{error.colno})",
+        ) from None
+    except RecursionError:
+        raise HTTPException(
+            422, "the request body is nested too deeply to read; send one flat JSON object"
+        ) from None
+    except ValueError:  # an integer over Python's limit on digits (4,300 by default)
+        digits = sys.get_int_max_str_digits()
+        raise HTTPException(
+            422, f"the request body has an integer of over {digits:,} digits; no field takes one"
+        ) from None
+    try:
+        for key, value in data.items() if isinstance(data, dict) else ():
+            check_unicode(key, "a field's name")
+            if isinstance(value, str):
+                check_unicode(value, key if key in RunRequest.model_fields else "a field")
+        return RunRequest.model_validate(data)
+    except InputError as error:
+        raise HTTPException(422, str(error)) from None
+    except ValidationError as error:
+        raise HTTPException(422, _validation_message(error.errors())) from None
+
+
+async def _body(request: Request) -> tuple[bytes, str | None]:
+    # Read here, in the event loop; parsed by the handler, in the thread pool.
+    return await request.body(), request.headers.get("content-type")
 
 
 def _decode_base64(text: str, limits: Limits) -> bytes:
@@ -118,16 +249,30 @@ def _decode_base64(text: str, limits: Limits) -> bytes:
         raise InputError("image is not valid base64") from None
 
 
-def create_app(models: ExplorerModels, limits: Limits | None = None) -> FastAPI:
+def create_app(
+    models: ExplorerModels, limits: Limits | None = None, *, hosts: Iterable[str] = ()
+) -> FastAPI:
     """The explorer's application over ``models`` (loaded beforehand), refusing inputs over
-    ``limits``."""
+    ``limits``; it answers requests whose Host header names a loopback address (127.0.0.1,
+    localhost, ::1) or one of ``hosts``, on any port."""
     limits = limits or Limits()
+    hosts = [*LOOPBACK, *hosts]
+    for host in hosts:
+        _served_name(host)  # a bad name is refused now, not at the first request
     app = FastAPI(title="qkv attention explorer", docs_url=None, redoc_url=None, openapi_url=None)
     page = render_page(page_data("served", models.describe(), limits))
 
+    @app.exception_handler(HTTPException)
+    async def refused(request: Request, error: HTTPException) -> JSONResponse:
+        message = str(error.detail)
+        if error.status_code in (404, 405) and message in ("Not Found", "Method Not Allowed"):
+            where = _quoted(f"{request.method} {request.url.path}")
+            message = f"no route {where}; the explorer serves {ROUTES}"
+        return _error(error.status_code, message, error.headers)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        return _error(422, _validation_message(error))
+        return _error(422, _validation_message(error.errors()))
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:
@@ -147,7 +292,8 @@ def create_app(models: ExplorerModels, limits: Limits | None = None) -> FastAPI:
         return {"status": "ok", "models": len(models)}
 
     @app.post("/api/run")
-    def run(request: RunRequest) -> JSONResponse:
+    def run(body: tuple[bytes, str | None] = Depends(_body)) -> JSONResponse:
+        request = parse_run_request(*body)
         try:
             model = models[request.model]
         except KeyError as error:
@@ -157,7 +303,7 @@ def create_app(models: ExplorerModels, limits: Limits | None = None) -> FastAPI:
             result = model.run(
                 text=request.text,
                 image=image,
-                image_name=request.image_name[:200],
+                image_name=request.image_name[:200] or "image",
                 max_new_tokens=request.max_new_tokens,
                 limits=limits,
             )
@@ -168,4 +314,5 @@ def create_app(models: ExplorerModels, limits: Limits | None = None) -> FastAPI:
     # A body holds at most one image (base64: 4/3 of its bytes) and a text, plus JSON.
     body_limit = limits.max_image_bytes * 4 // 3 + limits.max_chars * 6 + 65_536
     app.add_middleware(BodyLimit, limit=body_limit)
+    app.add_middleware(HostCheck, hosts=hosts)  # outermost: checked first
     return app

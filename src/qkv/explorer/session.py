@@ -23,6 +23,8 @@ from qkv.explorer.views import (
     InputError,
     Limits,
     check_text,
+    check_text_tokens,
+    check_unicode,
     explore_captioner,
     explore_classification,
     explore_language_model,
@@ -127,7 +129,8 @@ class ExplorerModel:
         limits: Limits,
     ) -> dict[str, Any]:
         """Run the model on one input and return its output and attention views
-        (:mod:`qkv.explorer.views`). Takes the model's lock for the whole run.
+        (:mod:`qkv.explorer.views`). Checks what the input alone decides (its size, its tokens
+        against the limits) first, then takes the model's lock for the run.
 
         Raises:
             InputError: the input does not suit the model or the limits.
@@ -139,13 +142,17 @@ class ExplorerModel:
             raise InputError(f'{label} takes text (in "text"), not an image')
         if max_new_tokens is not None and self.kind != "language_model":
             raise InputError("max_new_tokens is for language models")
-        # Checks that need no model come first, so that bad input never waits for the lock.
+        # Every check that the input alone decides (sizes, pixels, tokens) comes first, so that
+        # bad input never waits for the lock, nor holds it while the model runs.
+        new_tokens = 0
         if self.takes_image:
+            check_unicode(image_name, "image_name")
             pixels = self.image(image, image_name, limits)  # type: ignore[arg-type]
             size = {"width": int(pixels.size(2)), "height": int(pixels.size(1))}
             described: dict[str, Any] = {"image": {"name": image_name, **size}}
         else:
             text = check_text(text, limits)  # type: ignore[arg-type]
+            new_tokens = check_text_tokens(self.kind, self.runner, text, limits, max_new_tokens)
             described = {"text": text}
         with self.lock:
             try:
@@ -154,18 +161,18 @@ class ExplorerModel:
                 elif self.kind == "captioning":
                     result = explore_captioner(self.runner, pixels, image_name)
                 else:
-                    result = self._run_text(text, max_new_tokens, limits)  # type: ignore[arg-type]
+                    result = self._run_text(text, new_tokens, limits)  # type: ignore[arg-type]
             except InputError:
                 raise
             except ValueError as error:  # the library's own checks name what is wrong
                 raise InputError(str(error)) from None
         return {"model": self.name, "kind": self.kind, "input": described, **result}
 
-    def _run_text(self, text: str, max_new_tokens: int | None, limits: Limits) -> dict[str, Any]:
+    def _run_text(self, text: str, new_tokens: int, limits: Limits) -> dict[str, Any]:
         if self.kind == "translation":
             return explore_translation(self.runner, text, limits)
         if self.kind == "language_model":
-            return explore_language_model(self.runner, text, limits, max_new_tokens)
+            return explore_language_model(self.runner, text, limits, new_tokens)
         if self.kind == "classification":
             return explore_classification(self.runner, text, limits)
         return explore_tagging(self.runner, text, limits)

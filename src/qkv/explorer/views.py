@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from qkv.decoding.sampling import SamplingConfig
+from qkv.tasks.encoder_inputs import split_words
 
 DIGITS = 4  # decimals kept of each attention weight
 TEXT_KINDS = ("translation", "language_model", "classification", "tagging")
@@ -151,6 +152,20 @@ def _check_tokens(count: int, limits: Limits, what: str) -> None:
         )
 
 
+def check_unicode(value: str, what: str) -> str:
+    """``value`` if UTF-8 can encode it. A lone surrogate (JSON's ``"\\ud800"``, or bytes the
+    command line could not decode) is not text: an :class:`InputError` says where it is."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(
+            f"{what} has a lone surrogate (U+{ord(value[error.start]):04X} at character "
+            f"{error.start}), which is not text; send valid Unicode (in JSON, an escape "
+            "\\uD800-\\uDBFF must be followed by one of \\uDC00-\\uDFFF)"
+        ) from None
+    return value
+
+
 def check_text(text: str, limits: Limits) -> str:
     if not isinstance(text, str):
         raise InputError(f"text must be a string, got {type(text).__name__}")
@@ -158,7 +173,65 @@ def check_text(text: str, limits: Limits) -> str:
         raise InputError(f"the text has {len(text):,} characters; at most {limits.max_chars:,}")
     if not text.strip():
         raise InputError("the text is empty")
-    return text
+    return check_unicode(text, "the text")
+
+
+def _text_tokens(kind: str, runner: Any, text: str) -> int:
+    """How many tokens the model of ``kind`` reads for ``text``, counted by its tokenizer alone
+    (no model runs, so no lock is needed), as the ``explore_*`` function will encode it."""
+    if kind == "translation":
+        return len(runner.source_tokenizer.encode(text)) + 1  # and the end-of-sentence token
+    if kind == "language_model":
+        return len(runner.encode_prompt(text))  # names characters outside the vocabulary
+    if kind == "classification":
+        return len(runner.inputs.encode(text)[0])  # with [CLS] and [SEP], cut to max_len
+    words = split_words(text)
+    if not words:
+        raise InputError("the text has no words to tag")
+    inputs = runner.inputs
+    _, end = inputs.word_windows(words)[0]  # a long text: the tagger shows its first window
+    return len(inputs.encode_words(words[:end])[0])
+
+
+def check_text_tokens(
+    kind: str, runner: Any, text: str, limits: Limits, max_new_tokens: int | None = None
+) -> int:
+    """Refuse ``text`` when its tokens are over the limits, before the model's lock is taken:
+    every limit that the input alone decides. Returns how many tokens a language model is to
+    generate (``max_new_tokens``, or its default shortened to fit the limit; 0 for other kinds).
+
+    Raises:
+        InputError: too many tokens (naming the count and the limit), a character a
+            character-level model cannot read, a ``max_new_tokens`` out of range.
+    """
+    try:
+        count = _text_tokens(kind, runner, text)
+    except InputError:
+        raise
+    except ValueError as error:  # the tokenizers' own checks name what is wrong
+        raise InputError(str(error)) from None
+    if kind != "language_model":
+        _check_tokens(count, limits, "the text")
+        return 0
+    limit, what = limits.max_tokens, "the explorer shows"
+    if runner.model.config.max_len < limit:
+        limit, what = runner.model.config.max_len, "this model reads"
+    if count > limit:
+        raise InputError(f"the prompt has {count} tokens; {what} at most {limit} (shorten it)")
+    if max_new_tokens is None:
+        default = min(runner.config.decode.max_new_tokens, limits.max_new_tokens)
+        return min(default, limit - count)
+    if not 0 <= max_new_tokens <= limits.max_new_tokens:
+        raise InputError(
+            f"max_new_tokens must be between 0 and {limits.max_new_tokens}, got {max_new_tokens}"
+        )
+    if count + max_new_tokens > limit:
+        raise InputError(
+            f"the prompt has {count} tokens and max_new_tokens is {max_new_tokens}: "
+            f"{count + max_new_tokens} tokens, but {what} at most {limit}; ask for at most "
+            f"{limit - count} new tokens or shorten the prompt"
+        )
+    return max_new_tokens
 
 
 # ------------------------------------------------------------------------------- per task
@@ -195,23 +268,14 @@ def _encoder_views(tokens: list[str], layers: list[Tensor], limits: Limits) -> l
     return [token_view("encoder", title, tokens, tokens, layers, self_attention=True)]
 
 
-def explore_language_model(
-    lm: Any, text: str, limits: Limits, max_new_tokens: int | None
-) -> dict[str, Any]:
-    decode = lm.config.decode
-    wanted = (
-        min(decode.max_new_tokens, limits.max_new_tokens)
-        if max_new_tokens is None
-        else max_new_tokens
-    )
-    if not 0 <= wanted <= limits.max_new_tokens:
-        raise InputError(
-            f"max_new_tokens must be between 0 and {limits.max_new_tokens}, got {wanted}"
-        )
+def explore_language_model(lm: Any, text: str, limits: Limits, new_tokens: int) -> dict[str, Any]:
+    """Generate ``new_tokens`` greedily (as :func:`check_text_tokens` allowed), then the causal
+    self-attention over prompt and continuation."""
     continuation = ""
-    if wanted:
-        sampling = replace(SamplingConfig(), temperature=0.0, max_new_tokens=wanted)
+    if new_tokens:
+        sampling = replace(SamplingConfig(), temperature=0.0, max_new_tokens=new_tokens)
         (continuation,) = lm.generate([text], sampling)
+    # Byte-level BPE may split the text read back otherwise than it was generated.
     ids = lm.encode_prompt(text + continuation)
     _check_tokens(len(ids), limits, "the prompt and its continuation")
     tokens, layers = lm.attention(text + continuation)
