@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qkv.layers import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from qkv.layers import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, positional
 
 
 def _reference_pe(pos: int, index: int, d_model: int, base: float = 10000.0) -> float:
@@ -91,6 +91,19 @@ def test_sinusoidal_shift_is_a_rotation_per_frequency(k: int) -> None:
         rotation = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
         pair = pe[:, 2 * i : 2 * i + 2]  # (P, 2) = (sin, cos)
         torch.testing.assert_close(pair @ rotation.T, shifted[:, 2 * i : 2 * i + 2])
+
+
+@pytest.mark.parametrize("d_model", [6, 7])
+def test_sinusoidal_encoding_in_chunks_equals_all_at_once(monkeypatch, d_model: int) -> None:
+    # Many positions are encoded in chunks (memory peaks at the result, not at four times it):
+    # the same numbers, in any shape of positions.
+    pe = SinusoidalPositionalEncoding(d_model)
+    positions = torch.arange(-5, 45).reshape(5, 10)
+    whole = pe.encoding(positions, dtype=torch.float64)
+    monkeypatch.setattr(positional, "ENCODING_CHUNK", 7)
+    chunked = pe.encoding(positions, dtype=torch.float64)
+    assert chunked.shape == (5, 10, d_model)
+    assert torch.equal(chunked, whole)
 
 
 def test_sinusoidal_keeps_input_dtype() -> None:

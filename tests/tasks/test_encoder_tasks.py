@@ -17,6 +17,7 @@ from qkv.data.labelled import load_classification_corpus
 from qkv.data.tagged import load_tagging_corpus
 from qkv.tasks.classification import Classifier, train_classifier
 from qkv.tasks.encoder_inputs import split_words
+from qkv.tasks.input_checks import InputWarning
 from qkv.tasks.run_config import run_config_from_dict
 from qkv.tasks.tagging import Tagger, train_tagger
 
@@ -136,11 +137,11 @@ def test_classifier_evaluation_equals_a_direct_count(classifier_dir, reviews):
     assert tokens[int(pooled.argmax())].strip("▁") in ("superb", "sup")  # the opinion word
 
 
-def test_long_texts_are_cut_to_max_len(classifier_dir, caplog):
+def test_long_texts_are_cut_to_max_len_with_a_warning(classifier_dir):
     classifier = Classifier.load(classifier_dir)
     long = " ".join(["superb"] + FILLER * 10)
-    assert classifier.predict([long])[0].label == "pos"
-    assert "cut" in caplog.text
+    with pytest.warns(InputWarning, match=r"1 text\(s\) \(text #0 \('superb .*cut to their first"):
+        assert classifier.predict([long])[0].label == "pos"
 
 
 def _tagged_line(rng: random.Random, length: int) -> str:
@@ -191,7 +192,8 @@ def test_tagger_learns_context_and_tags_long_sentences_whole(tagger_dir):
     ]  # fmt: skip
     words = ("to walk the book plan to run , 7 " * 6).split()  # far beyond max_len=32 ids
     assert len(tagger.inputs.word_windows(words)) > 1
-    tags = tagger.tag_words([words])[0]
+    with pytest.warns(InputWarning, match="tagged in windows of whole words"):
+        tags = tagger.tag_words([words])[0]
     assert len(tags) == len(words) and all(tags)
     assert tags[:2] == ["TO", "VB"] and tags[-1] == "CD"
     assert tagger.tag_words([words[:9]])[0] == tags[:9]  # a window boundary changes nothing here

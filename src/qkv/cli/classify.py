@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from qkv.cli.inputs import read_lines, warnings_to_stderr
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,19 +31,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("texts", nargs="*", metavar="TEXT")
-    parser.add_argument("--file", help="read one text per line ('-': standard input)")
+    parser.add_argument(
+        "--file", help="read one text per line, UTF-8 ('-': standard input); blank lines skipped"
+    )
     parser.add_argument("--json", action="store_true", help="JSON lines output")
 
 
 def _texts(args: argparse.Namespace) -> list[str]:
     texts = list(args.texts)
     if args.file is not None:
-        if args.file == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            with open(args.file, encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-        texts.extend(line for line in lines if line.strip())
+        texts.extend(line for line in read_lines(args.file) if line.strip())
     if not texts:
         raise ValueError("give at least one TEXT, or --file with one text per line")
     return texts
@@ -52,7 +50,10 @@ def run_classify(args: argparse.Namespace) -> int:
     from qkv.tasks.classification import Classifier
 
     texts = _texts(args)
-    for text, prediction in zip(texts, Classifier.load(args.model).predict(texts), strict=True):
+    classifier = Classifier.load(args.model)
+    with warnings_to_stderr("classify"):
+        predictions = classifier.predict(texts)
+    for text, prediction in zip(texts, predictions, strict=True):
         if args.json:
             row = {"text": text, "label": prediction.label, **prediction.probabilities}
             print(json.dumps(row, ensure_ascii=False))
@@ -66,7 +67,10 @@ def run_tag(args: argparse.Namespace) -> int:
     from qkv.tasks.tagging import Tagger
 
     texts = _texts(args)
-    for tagged in Tagger.load(args.model).tag(texts):
+    tagger = Tagger.load(args.model)
+    with warnings_to_stderr("tag"):
+        tagged_texts = tagger.tag(texts)
+    for tagged in tagged_texts:
         if args.json:
             print(json.dumps(tagged, ensure_ascii=False))
         else:

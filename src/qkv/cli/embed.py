@@ -7,11 +7,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import sys
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from qkv.cli.inputs import read_lines, warnings_to_stderr
 
 OUTPUTS = (".jsonl", ".npy")
 
@@ -28,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _model_argument(embed)
     embed.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed")
     embed.add_argument(
-        "--file", type=Path, metavar="F", help="also embed each line of F (- for stdin)"
+        "--file", type=Path, metavar="F", help="also embed each line of F, UTF-8 (- for stdin)"
     )
     embed.add_argument("-o", "--output", type=Path, metavar="OUT", help="OUT.jsonl or OUT.npy")
     embed.add_argument(
@@ -71,8 +69,7 @@ def _truncate_argument(parser: argparse.ArgumentParser) -> None:
 def run_embed(args: argparse.Namespace) -> int:
     texts = list(args.texts)
     if args.file is not None:
-        lines = sys.stdin.read() if str(args.file) == "-" else args.file.read_text("utf-8")
-        texts += lines.splitlines()
+        texts += read_lines(args.file)
     if not texts:
         raise ValueError("no texts to embed: give TEXT arguments or --file F")
     if args.output is not None and args.output.suffix not in OUTPUTS:
@@ -82,7 +79,7 @@ def run_embed(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     encoder = _load(args.model)
-    with _warnings_to_stderr("embed"):
+    with warnings_to_stderr("embed"):
         vectors = encoder.encode(
             texts,
             batch_size=args.batch_size,
@@ -100,7 +97,7 @@ def run_embed(args: argparse.Namespace) -> int:
 
 def run_similarity(args: argparse.Namespace) -> int:
     encoder = _load(args.model)
-    with _warnings_to_stderr("similarity"):
+    with warnings_to_stderr("similarity"):
         a, b = encoder.encode([args.a, args.b], truncate=args.truncate)
     print(f"{float(a @ b):.6f}")
     return 0
@@ -110,16 +107,6 @@ def _load(model: str):
     from qkv.tasks.embedding import SentenceEncoder
 
     return SentenceEncoder.load(model)
-
-
-@contextmanager
-def _warnings_to_stderr(command: str) -> Iterator[None]:
-    """Library warnings (a truncated text) as one ``qkv CMD: warning: ...`` line each."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for warning in caught:
-        print(f"qkv {command}: warning: {warning.message}", file=sys.stderr)
 
 
 def _write(path: Path, texts: list[str], vectors) -> None:

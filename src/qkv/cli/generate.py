@@ -7,6 +7,8 @@ import argparse
 import dataclasses
 import sys
 
+from qkv.cli.inputs import warnings_to_stderr
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -38,9 +40,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.decoding.sampling import SamplingConfig
     from qkv.tasks.language_model import LanguageModel
 
-    lm = LanguageModel.load(args.model)
+    if "" in args.stop:
+        raise ValueError("--stop '' would stop before any text; give the text to stop at")
     chosen = {
         "max_new_tokens": args.max_new_tokens,
         "temperature": args.temperature,
@@ -49,24 +53,33 @@ def run(args: argparse.Namespace) -> int:
         "repetition_penalty": args.repetition_penalty,
         "seed": args.seed,
     }
-    sampling = dataclasses.replace(
-        lm.config.decode, **{k: v for k, v in chosen.items() if v is not None}
-    )
+    given = {k: v for k, v in chosen.items() if v is not None}
+    SamplingConfig(**given)  # the ranges of the flags given, checked before the model loads
+    lm = LanguageModel.load(args.model)
+    sampling = dataclasses.replace(lm.config.decode, **given)
     import torch
 
     dtype = torch.bfloat16 if args.bf16 else None
     prompts = args.prompts or [""]
+    with warnings_to_stderr("generate"):
+        return _generate(lm, prompts, sampling, args.stop, dtype)
+
+
+def _generate(lm, prompts: list[str], sampling, stop: list[str], dtype) -> int:
     if len(prompts) == 1:
+        # The prompt is echoed with the first new text, so that an error or a warning about
+        # it (raised before generation starts) comes first.
+        pending = [prompts[0]]
 
         def stream(row: int, text: str) -> None:
-            sys.stdout.write(text)
+            sys.stdout.write("".join(pending) + text)
             sys.stdout.flush()
+            pending.clear()
 
-        sys.stdout.write(prompts[0])
-        lm.generate(prompts, sampling, stop=args.stop, on_text=stream, weights_dtype=dtype)
-        sys.stdout.write("\n")
+        lm.generate(prompts, sampling, stop=stop, on_text=stream, weights_dtype=dtype)
+        sys.stdout.write("".join(pending) + "\n")
         return 0
-    texts = lm.generate(prompts, sampling, stop=args.stop, weights_dtype=dtype)
+    texts = lm.generate(prompts, sampling, stop=stop, weights_dtype=dtype)
     for prompt, text in zip(prompts, texts, strict=True):
         print(f"{prompt}{text}")
         print("---")

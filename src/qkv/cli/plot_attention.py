@@ -7,6 +7,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from qkv.cli.inputs import warnings_to_stderr
+
+# Tokens a plot shows per axis: a heatmap grows with them (0.35 inch a token at 120 dpi; a
+# plot of 2,000 words asked for gigabytes), and past these labels can no longer be read.
+PLOT_MAX_TOKENS = 150
+HEADS_MAX_TOKENS = 64  # --heads draws one panel per head
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -37,18 +44,48 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def _plot_limit(args: argparse.Namespace) -> int:
+    return HEADS_MAX_TOKENS if args.heads else PLOT_MAX_TOKENS
+
+
+def _check_words(args: argparse.Namespace) -> None:
+    """Refuse a TEXT with more words than a plot shows tokens, before running the model."""
+    limit = _plot_limit(args)
+    if len(args.text.split(maxsplit=limit)) > limit:
+        raise ValueError(
+            f"TEXT has more than {limit} words; a plot shows at most {limit} tokens per axis"
+            f"{' with --heads' if args.heads else ''}: plot a shorter sentence"
+        )
+
+
+def _check_tokens(args: argparse.Namespace, *axes: list[str]) -> None:
+    limit, longest = _plot_limit(args), max(len(tokens) for tokens in axes)
+    if longest > limit:
+        raise ValueError(
+            f"the plot would have {longest} tokens on one axis; it shows at most {limit}"
+            f"{' with --heads' if args.heads else ''}: plot a shorter sentence"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_dir import model_task
+
+    task = model_task(args.model)
+    with warnings_to_stderr("plot-attention"):
+        if task == "image_classification":
+            return run_vit(args)
+        if task == "captioning":
+            return run_captioner(args)
+        _check_words(args)
+        if task in ("classification", "tagging"):
+            return run_encoder(args)
+        return run_translator(args)
+
+
+def run_translator(args: argparse.Namespace) -> int:
     from qkv.tasks.translation import Translator
     from qkv.viz.heatmap import plot_alignment, plot_heads
 
-    task = model_task(args.model)
-    if task in ("classification", "tagging"):
-        return run_encoder(args)
-    if task == "image_classification":
-        return run_vit(args)
-    if task == "captioning":
-        return run_captioner(args)
     translator = Translator.load(args.model)
     translation, layers = translator.cross_attention(args.text, beam_size=args.beam)
     if not layers:
@@ -61,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     layer = args.layer % len(layers)
     title = f"{translation.source}\n{translation.text}"
     src, tgt = translation.source_pieces, translation.target_pieces
+    _check_tokens(args, src, tgt)
     if args.heads:
         path = plot_heads(weights, src, tgt, args.output, title=f"layer {layer}: {title}")
     else:
@@ -89,6 +127,7 @@ def run_encoder(args: argparse.Namespace) -> int:
                     "which has no weights; --pooling needs attention or structured pooling"
                 )
             hops = [f"hop {i}" for i in range(weights.size(0))]
+            _check_tokens(args, tokens, hops)
             path = plot_alignment(
                 weights, tokens, hops, args.output, title=args.text, axis_labels=("token", "hop")
             )
@@ -107,6 +146,7 @@ def run_encoder(args: argparse.Namespace) -> int:
         raise ValueError(f"--layer {args.layer} is out of range for {len(layers)} layers")
     weights = layers[args.layer]  # (H, T, T)
     title = f"layer {args.layer % len(layers)}: {args.text}"
+    _check_tokens(args, tokens)
     if args.heads:
         path = plot_heads(weights, tokens, tokens, args.output, title=title)
     else:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+from qkv.cli.inputs import STDIN, read_lines, warnings_to_stderr
 
 CHUNK = 256  # lines of stdin translated together
 
@@ -13,8 +14,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "translate",
         help="translate text with a trained model",
-        description="Translate each TEXT argument, or each line of standard input when none is "
-        "given, and print one translation per line.",
+        description="Translate each TEXT argument, or each line of standard input (UTF-8) when "
+        "none is given, and print one translation per line. A sentence longer than the model "
+        "was trained on is translated with a warning on stderr; one far longer is an error.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("text", nargs="*", help="sentences to translate (default: stdin)")
@@ -28,10 +30,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _chunks(lines: Iterator[str]) -> Iterator[list[str]]:
+def _chunks(lines: Iterable[str]) -> Iterator[list[str]]:
     chunk: list[str] = []
     for line in lines:
-        chunk.append(line.rstrip("\n"))
+        chunk.append(line)
         if len(chunk) == CHUNK:
             yield chunk
             chunk = []
@@ -43,20 +45,21 @@ def run(args: argparse.Namespace) -> int:
     from qkv.tasks.translation import Translator
 
     translator = Translator.load(args.model)
-    chunks = [args.text] if args.text else _chunks(iter(sys.stdin))
+    chunks = [args.text] if args.text else _chunks(read_lines(STDIN))
     bar = None
     if args.progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(args.text) or None, desc="translate", unit="sent", dynamic_ncols=True)
     try:
-        for chunk in chunks:
-            for translation in translator.translate(
-                chunk, beam_size=args.beam, batch_size=args.batch_size
-            ):
-                print(translation.text, flush=True)
-            if bar is not None:
-                bar.update(len(chunk))
+        with warnings_to_stderr("translate"):
+            for chunk in chunks:
+                for translation in translator.translate(
+                    chunk, beam_size=args.beam, batch_size=args.batch_size
+                ):
+                    print(translation.text, flush=True)
+                if bar is not None:
+                    bar.update(len(chunk))
     finally:
         if bar is not None:
             bar.close()

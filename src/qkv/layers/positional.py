@@ -20,6 +20,9 @@ from torch import Tensor, nn
 
 __all__ = ["LearnedPositionalEmbedding", "SinusoidalPositionalEncoding"]
 
+# Positions encoded at once by SinusoidalPositionalEncoding.encoding; more are done in chunks.
+ENCODING_CHUNK = 16384
+
 
 class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoidal encoding of Vaswani et al. 2017, section 3.5, for sequences of any length.
@@ -71,6 +74,20 @@ class SinusoidalPositionalEncoding(nn.Module):
         half = (self.d_model + 1) // 2  # number of frequencies; ceil(D / 2) for odd D
         two_i = torch.arange(0, 2 * half, 2, device=positions.device, dtype=work)  # (D/2,)
         inv_freq = torch.exp(two_i * (-math.log(self.base) / self.d_model))  # base^(-2i/D)
+        if positions.numel() <= ENCODING_CHUNK:
+            return self._encode(positions, inv_freq, work, dtype)
+        # Many positions: the float64 work (four times the result's size) is done in chunks,
+        # so memory peaks at the result itself.
+        flat = positions.reshape(-1)  # (N,)
+        out = torch.empty(flat.numel(), self.d_model, dtype=dtype, device=positions.device)
+        for start in range(0, flat.numel(), ENCODING_CHUNK):
+            part = flat[start : start + ENCODING_CHUNK]
+            out[start : start + ENCODING_CHUNK] = self._encode(part, inv_freq, work, dtype)
+        return out.reshape(*positions.shape, self.d_model)  # (..., D)
+
+    def _encode(
+        self, positions: Tensor, inv_freq: Tensor, work: torch.dtype, dtype: torch.dtype
+    ) -> Tensor:
         angles = positions.to(work)[..., None] * inv_freq  # (..., D/2)
         # Interleave: (..., D/2, 2) -> (..., 2 * D/2) puts sin at 2i and cos at 2i + 1.
         pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., 2 * D/2)

@@ -52,6 +52,7 @@ from qkv.evaluation.captioning import CaptionScores, score_captions
 from qkv.io import atomic_write_json
 from qkv.models.registry import build_config, build_model, config_to_dict
 from qkv.models.show_attend_tell import PRESETS, ShowAttendTell, ShowAttendTellConfig
+from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.run_config import CaptionDataConfig, RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
@@ -341,7 +342,13 @@ def train_captioner(
 
 
 class Captioner:
-    """A trained captioner with its words: caption strips, score held-out strips."""
+    """A trained captioner with its words: caption strips, score held-out strips.
+
+    A strip's length is its tile count: the model was trained on strips of ``data.min_tiles``
+    to ``data.max_tiles`` and, its LSTM having no position table, takes
+    :data:`~qkv.tasks.input_checks.HARD_LIMIT_FACTOR` times ``max_tiles``. Longer strips are a
+    ``ValueError`` raised before any strip is decoded; strips longer than in training warn.
+    """
 
     def __init__(self, model: ShowAttendTell, vocab: CaptionVocab, config: RunConfig) -> None:
         self.model, self.vocab, self.config = model.eval(), vocab, config
@@ -402,7 +409,13 @@ class Captioner:
     ) -> list[Caption]:
         """Caption strips: a tensor ``(N, C, H, n W)`` or a list of ``(C, H, n_i W)`` strips,
         uint8 (0-255) or float (0-1). Strips of one width are captioned together. An image
-        that does not fit is named in the error by ``names`` (file names, say) or its index."""
+        that does not fit is named in the error by ``names`` (a list of str: file names, say)
+        or its index. Lengths are checked as the class says."""
+        if not isinstance(images, Tensor | list | tuple):
+            raise TypeError(
+                f"images must be a tensor (N, C, H, n W) or a list of (C, H, n W) tensors, got "
+                f"a {type(images).__name__}; read image files with qkv.data.images.read_image"
+            )
         if isinstance(images, Tensor):
             if images.dim() != 4:
                 raise ValueError(
@@ -410,11 +423,14 @@ class Captioner:
                     f"{tuple(images.shape)}"
                 )
             images = list(images)
-        if names is not None and len(names) != len(images):
-            raise ValueError(f"{len(names)} names for {len(images)} images")
-        labels = list(names) if names is not None else [f"image {i}" for i in range(len(images))]
-        strips = [self._pixels(image, label) for image, label in zip(images, labels, strict=True)]
+        if names is not None:
+            names = text_list(names, "names")
+            if len(names) != len(images):
+                raise ValueError(f"{len(names)} names for {len(images)} images")
+        labels = names if names is not None else [f"image {i}" for i in range(len(images))]
         width = self.model.config.tile_width
+        self._check_tiles(images, labels, width)
+        strips = [self._pixels(image, label) for image, label in zip(images, labels, strict=True)]
         device = next(self.model.parameters()).device
         size = self.config.decode.batch_size  # type: ignore[union-attr]
         captions: list[Caption | None] = [None] * len(strips)
@@ -428,6 +444,23 @@ class Captioner:
                 for row, caption in zip(rows, made, strict=True):
                     captions[row] = caption
         return captions  # type: ignore[return-value]
+
+    def _check_tiles(self, images: Sequence[Tensor], labels: list[str], width: int) -> None:
+        """Refuse a strip over the hard limit, warn about strips longer than in training
+        (before any pixel is converted)."""
+        for image, label in zip(images, labels, strict=True):
+            if not isinstance(image, Tensor):
+                raise TypeError(f"{label} is a {type(image).__name__}, not an image tensor")
+        data: CaptionDataConfig = self.config.data  # type: ignore[assignment]
+        check_lengths(
+            [image.size(-1) // width if image.dim() == 3 else 0 for image in images],
+            labels,
+            LengthLimits.without_table(data.max_tiles, "tiles"),
+            advice="cut it into shorter strips",
+            consequence="their captions may stop short or repeat words",
+            item="strip",
+            stacklevel=4,
+        )
 
     def held_out(self, split: str = "test") -> Strips:
         """The fixed ``valid`` or ``test`` strips of the model's data set (those it is scored

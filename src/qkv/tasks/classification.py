@@ -31,6 +31,7 @@ from qkv.tasks.encoder_run import (
     prepare_encoder_run,
     train_encoder_run,
 )
+from qkv.tasks.input_checks import one_text, text_list
 from qkv.tasks.run_config import RunConfig
 from qkv.training.distributed import Distributed
 
@@ -173,8 +174,17 @@ class ClassificationEvaluation:
     per_label: dict[str, LabelScores]
 
 
+UNKNOWN = "the model cannot read them, so their labels mean little"
+
+
 class Classifier:
-    """A trained classifier with its vocabulary and labels."""
+    """A trained classifier with its vocabulary and labels.
+
+    Texts longer than the ``data.max_len`` ids it was trained on are cut to them (the model's
+    position table holds at least that many), with an
+    :class:`~qkv.tasks.input_checks.InputWarning`; texts made mostly of unknown tokens warn
+    too.
+    """
 
     def __init__(self, run: EncoderRun, config: RunConfig) -> None:
         self.model, self.inputs, self.config = run.model.eval(), run.inputs, config
@@ -198,12 +208,12 @@ class Classifier:
         return out
 
     def predict(self, texts: Sequence[str]) -> list[Prediction]:
-        """The label of each text (texts longer than ``max_len`` ids are cut, with a log)."""
+        """The label of each text of ``texts``, a list of str (a bare str is a ``TypeError``:
+        it would be read as its characters); long texts are cut, with a warning."""
+        texts = text_list(texts)
         if not texts:
             return []
-        rows, cut = encode_examples(self.inputs, texts)
-        if cut:
-            logger.warning("%d text(s) longer than %d ids were cut", cut, self.inputs.max_len)
+        rows = self.inputs.encode_texts(texts, unknown=UNKNOWN)
         probabilities = self._logits(rows).softmax(-1)
         return [
             Prediction(
@@ -215,8 +225,8 @@ class Classifier:
 
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """The tokens of ``text`` (with ``[CLS]``/``[SEP]``) and each layer's self-attention
-        ``(H, T, T)``, for plots."""
-        ids, _ = self.inputs.encode(text)
+        ``(H, T, T)``, for plots (a long text is cut, with a warning)."""
+        ids = self._encode_one(text)
         with torch.inference_mode():
             out = self.model(torch.tensor([ids]), need_weights=True)
         tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
@@ -226,7 +236,7 @@ class Classifier:
         """The tokens of ``text`` and the pooling's weights over them: ``(r, T)`` for
         structured self-attention (one row per hop), ``(1, T)`` for attention pooling, ``None``
         for cls/mean/max pooling."""
-        ids, _ = self.inputs.encode(text)
+        ids = self._encode_one(text)
         with torch.inference_mode():
             out = self.model(torch.tensor([ids]), need_weights=True)
         tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
@@ -234,6 +244,11 @@ class Classifier:
         if weights is None:
             return tokens, None
         return tokens, weights[0] if weights.dim() == 3 else weights  # (r, T)
+
+    def _encode_one(self, text: str) -> list[int]:
+        text = one_text(text, several="predict(texts)")
+        (ids,) = self.inputs.encode_texts([text], unknown=UNKNOWN, single=True, stacklevel=5)
+        return ids
 
     def evaluate(self, split: str = "test", corpus: ClassificationCorpus | None = None):
         """Accuracy, macro-F1 and per-label scores on ``split`` of the model's corpus."""

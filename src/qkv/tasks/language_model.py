@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,15 @@ from qkv.decoding.sampling import Generation, SamplingConfig, generate
 from qkv.io import atomic_write_json
 from qkv.models.language_model import PRESETS, TransformerLM
 from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.tasks.input_checks import (
+    InputWarning,
+    LengthLimits,
+    check_lengths,
+    longest_token,
+    one_text,
+    refuse_absurd,
+    text_list,
+)
 from qkv.tasks.run_config import LMDataConfig, RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
@@ -231,7 +242,15 @@ class LMEvaluation:
 
 
 class LanguageModel:
-    """A trained language model with its tokenizer: generate text and score it."""
+    """A trained language model with its tokenizer: generate text and score it.
+
+    Lengths, in tokens: the model was trained on windows of ``data.block_size`` and reads at
+    most ``max_len`` (its position table), so a prompt may have at most ``max_len - 1`` (room
+    for one new token). A longer prompt is a ``ValueError`` naming both, raised before any
+    generation (before tokenizing, when its characters or words already show it). Generation
+    that reaches past ``block_size`` warns: positions past it were never trained, and past
+    ``max_len`` the window slides, forgetting the start.
+    """
 
     def __init__(self, model: TransformerLM, tokenizer: Tokenizer, config: RunConfig) -> None:
         self.model, self.tokenizer, self.config = model.eval(), tokenizer, config
@@ -249,9 +268,49 @@ class LanguageModel:
         load_weights(model, directory / WEIGHTS_FILE)
         return cls(model, tokenizer, config)
 
+    @cached_property
+    def _longest_token(self) -> int:
+        return longest_token(self.tokenizer)
+
+    def _limits(self, room: int) -> LengthLimits:
+        """Prompt lengths when ``room`` positions must stay free for new tokens."""
+        trained = self.config.data.block_size  # type: ignore[union-attr]
+        return LengthLimits(trained, self.model.config.max_len - room)
+
+    def _encode(
+        self, texts: list[str], *, room: int, consequence: str, item: str
+    ) -> list[list[int]]:
+        """The ids of each text after the length checks (``room``: positions kept free)."""
+        limits = self._limits(room)
+        limit = self.model.config.max_len
+        room_note = " and keeps room for one new token" if room else ""
+        advice = f"the model reads at most {limit} (max_len){room_note}; shorten it"
+        single = len(texts) == 1
+        refuse_absurd(
+            texts,
+            limits,
+            chars_per_token=self._longest_token,
+            advice=advice,
+            single=single,
+            item=item,
+        )
+        encoded = [self.encode_prompt(text) for text in texts]
+        check_lengths(
+            [len(ids) for ids in encoded],
+            texts,
+            limits,
+            advice=advice,
+            consequence=consequence,
+            single=single,
+            item=item,
+            stacklevel=4,
+        )
+        return encoded
+
     def encode_prompt(self, text: str) -> list[int]:
         """The ids of a prompt; an empty prompt starts from a newline. Characters a character
         model has never seen are an error naming them."""
+        text = one_text(text, "the prompt")
         ids = self.tokenizer.encode(text or "\n")
         if UNK_ID in ids:
             unknown = sorted({c for c in text if self.tokenizer.encode(c) == [UNK_ID]})
@@ -269,19 +328,22 @@ class LanguageModel:
         on_text: Callable[[int, str], None] | None = None,
         weights_dtype: torch.dtype | None = None,
     ) -> list[str]:
-        """Continue each prompt; ``stop`` strings end a row (and are cut off);
+        """Continue each prompt of ``prompts`` (a list of str: a bare str is a ``TypeError``,
+        as it would be read as its characters); ``stop`` strings end a row (and are cut off);
         ``on_text(row, new_text)`` streams text as it is produced; ``weights_dtype``
-        (``torch.bfloat16``) halves the memory each token reads."""
+        (``torch.bfloat16``) halves the memory each token reads. Lengths are checked as the
+        class says."""
+        prompts = text_list(prompts, "prompts")
         sampling = sampling or self.config.decode  # type: ignore[assignment]
-        encoded = [self.encode_prompt(p) for p in prompts]
+        encoded = self._encode(
+            prompts,
+            room=1,
+            consequence="continuing from positions it was never trained on, the model may go "
+            "astray",
+            item="prompt",
+        )
         limit = self.model.config.max_len
-        for prompt, ids in zip(prompts, encoded, strict=True):
-            if len(ids) >= limit:
-                raise ValueError(
-                    f"the prompt has {len(ids)} tokens, but this model reads at most {limit} "
-                    f"(max_len), so a prompt may have at most {limit - 1} (it starts "
-                    f"{prompt[:40]!r})"
-                )
+        self._warn_reach(max((len(ids) for ids in encoded), default=0), sampling.max_new_tokens)
         shown = [""] * len(prompts)
 
         def cut_at_stop(text: str) -> str:
@@ -314,6 +376,26 @@ class LanguageModel:
         )
         return [cut_at_stop(self.tokenizer.decode(ids)) for ids in out.tokens]
 
+    def _warn_reach(self, prompt: int, new: int) -> None:
+        """Warn when a prompt of ``prompt`` tokens plus ``new`` tokens outgrows the training
+        windows (a prompt already longer than them has had its own warning)."""
+        trained = self.config.data.block_size  # type: ignore[union-attr]
+        limit = self.model.config.max_len
+        if prompt > trained or prompt + new <= trained:
+            return
+        past = (
+            f"past max_len={limit} the window slides and the text before it is forgotten"
+            if prompt + new > limit
+            else f"positions {trained}..{prompt + new - 1} were never trained"
+        )
+        warnings.warn(
+            f"the longest prompt ({prompt:,} tokens) plus max_new_tokens={new:,} reaches "
+            f"{prompt + new:,} tokens, more than the {trained:,} this model was trained on "
+            f"(data.block_size): {past}",
+            InputWarning,
+            stacklevel=3,
+        )
+
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """Each id as text (a byte-level piece may be part of a character: shown as U+FFFD)."""
         pieces = getattr(self.tokenizer, "pieces", None)
@@ -323,13 +405,16 @@ class LanguageModel:
 
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """The tokens of ``text`` and each layer's causal self-attention ``(H, T, T)`` over
-        them (row ``t``: what position ``t`` attends to when it predicts token ``t + 1``)."""
-        ids = self.encode_prompt(text)
-        limit = self.model.config.max_len
-        if len(ids) > limit:
-            raise ValueError(
-                f"the text has {len(ids)} tokens, but this model reads at most {limit} (max_len)"
-            )
+        them (row ``t``: what position ``t`` attends to when it predicts token ``t + 1``).
+        Lengths are checked as the class says (up to ``max_len`` tokens: nothing is
+        generated)."""
+        text = one_text(text, several="attention on each text")
+        (ids,) = self._encode(
+            [text],
+            room=0,
+            consequence="attention past them comes from positions it was never trained on",
+            item="text",
+        )
         device = _device_of(self.model)
         with torch.inference_mode():
             out = self.model(torch.tensor([ids], device=device), need_weights=True)

@@ -31,6 +31,7 @@ from qkv.tasks.encoder_run import (
     prepare_encoder_run,
     train_encoder_run,
 )
+from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long, warn_unknown
 from qkv.tasks.run_config import RunConfig
 from qkv.training.distributed import Distributed
 
@@ -200,8 +201,17 @@ class TaggingEvaluation:
     unseen_accuracy: float | None
 
 
+UNKNOWN = "the model cannot read them, so their tags mean little"
+
+
 class Tagger:
-    """A trained tagger with its vocabulary and tags."""
+    """A trained tagger with its vocabulary and tags.
+
+    A sentence longer than the ``data.max_len`` ids the model was trained on is tagged in
+    windows of whole words, each read without the others, with an
+    :class:`~qkv.tasks.input_checks.InputWarning`; sentences made mostly of unknown tokens
+    warn too.
+    """
 
     def __init__(self, run: EncoderRun, config: RunConfig) -> None:
         self.model, self.inputs, self.config = run.model.eval(), run.inputs, config
@@ -213,10 +223,33 @@ class Tagger:
         return cls(run, config)
 
     def tag_words(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
-        """The tag of every word of every (pre-split) sentence."""
-        if any(len(words) == 0 for words in sentences):
-            raise ValueError("cannot tag an empty sentence (no words)")
+        """The tag of every word of every (pre-split) sentence: ``sentences`` is a list of
+        lists of words (a str in either place is a ``TypeError``; :meth:`tag` takes raw
+        text)."""
+        sentences = sentence_list(sentences)
+        return self._tag(sentences, [" ".join(words) for words in sentences])
+
+    def _tag(self, sentences: list[list[str]], texts: list[str]) -> list[list[str]]:
+        """Tags of ``sentences``; warnings name each by its text in ``texts``."""
+        empty = [i for i, words in enumerate(sentences) if not words]
+        if empty:
+            raise ValueError(f"text #{empty[0]} ({texts[empty[0]]!r}) has no words to tag")
         examples, spans = encode_sentences(self.inputs, sentences, None)
+        windows = [0] * len(sentences)
+        for sentence, _, _ in spans:
+            windows[sentence] += 1
+        warn_long(
+            [i for i, count in enumerate(windows) if count > 1],
+            texts,
+            self.inputs.max_len,
+            unit="ids",
+            consequence="tagged in windows of whole words, each read without the others",
+            stacklevel=4,
+        )
+        inner: list[list[int]] = [[] for _ in sentences]
+        for example, (sentence, _, _) in zip(examples, spans, strict=True):
+            inner[sentence].extend(example.ids[1:-1])  # without [CLS] and [SEP]
+        warn_unknown(inner, texts, self.inputs.unk_id, consequence=UNKNOWN, stacklevel=4)
         tags: list[list[str]] = [[""] * len(words) for words in sentences]
         size = self.config.decode.batch_size  # type: ignore[union-attr]
         with torch.inference_mode():
@@ -230,19 +263,31 @@ class Tagger:
         return tags
 
     def tag(self, texts: Sequence[str]) -> list[list[tuple[str, str]]]:
-        """Split each raw text into words and punctuation, and tag them."""
+        """Split each raw text of ``texts`` (a list of str: a bare str is a ``TypeError``, as
+        it would be read as its characters) into words and punctuation, and tag them."""
+        texts = text_list(texts)
         sentences = [split_words(text) for text in texts]
-        empty = [i for i, words in enumerate(sentences) if not words]
-        if empty:
-            raise ValueError(f"text {empty[0]} has no words to tag: {texts[empty[0]]!r}")
         return [
             list(zip(words, tags, strict=True))
-            for words, tags in zip(sentences, self.tag_words(sentences), strict=True)
+            for words, tags in zip(sentences, self._tag(sentences, texts), strict=True)
         ]
 
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
-        """The tokens of ``text`` and each layer's self-attention ``(H, T, T)``."""
-        ids, _ = self.inputs.encode_words(split_words(text))
+        """The tokens of ``text`` and each layer's self-attention ``(H, T, T)``; of a text
+        longer than one window, the first window's (with a warning)."""
+        text = one_text(text, several="tag(texts)")
+        words = split_words(text)
+        spans = self.inputs.word_windows(words)
+        warn_long(
+            [0] if len(spans) > 1 else [],
+            [text],
+            self.inputs.max_len,
+            unit="ids",
+            consequence=f"the attention shown is that of its first {spans[0][1]} of "
+            f"{len(words)} words",
+            single=True,
+        )
+        ids, _ = self.inputs.encode_words(words[: spans[0][1]])
         with torch.inference_mode():
             out = self.model(torch.tensor([ids]), need_weights=True)
         tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,20 @@ from qkv.data import (
     encode_pairs,
     load_corpus,
 )
-from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
 from qkv.io import atomic_write_json
 from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.tasks.input_checks import (
+    LengthLimits,
+    check_lengths,
+    longest_token,
+    one_text,
+    refuse_absurd,
+    text_list,
+    warn_unknown,
+)
 from qkv.tasks.run_config import DecodeConfig, RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
@@ -212,8 +222,19 @@ def _write_model_files(
     tgt_tok.save(directory / TARGET_TOKENIZER)
 
 
+SPLIT_ADVICE = "split it into sentences and translate those"
+
+
 class Translator:
-    """A model with its tokenizers and decoding settings: text in, text and attention out."""
+    """A model with its tokenizers and decoding settings: text in, text and attention out.
+
+    ``limits`` are the source lengths in subword tokens (EOS not counted): a model from
+    :meth:`load` was trained on sentences of up to ``data.max_len`` tokens and, having no
+    position table, takes :data:`~qkv.tasks.input_checks.HARD_LIMIT_FACTOR` times that.
+    Longer sources warn; sources over the hard limit are a ``ValueError`` raised before any
+    decoding (before tokenizing, when their characters or words already show it). ``None``
+    (a model being trained): no length checks. Sources made mostly of ``<unk>`` warn.
+    """
 
     def __init__(
         self,
@@ -221,13 +242,15 @@ class Translator:
         source_tokenizer: SubwordTokenizer,
         target_tokenizer: SubwordTokenizer,
         decode: DecodeConfig,
+        *,
+        limits: LengthLimits | None = None,
     ) -> None:
         self.model, self.source_tokenizer, self.target_tokenizer = (
             model,
             source_tokenizer,
             target_tokenizer,
         )
-        self.decode = decode
+        self.decode, self.limits = decode, limits
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Translator:
@@ -245,7 +268,46 @@ class Translator:
             SubwordTokenizer.load(model_dir / SOURCE_TOKENIZER),
             SubwordTokenizer.load(model_dir / TARGET_TOKENIZER),
             run.decode,
+            limits=LengthLimits.without_table(run.data.max_len),  # type: ignore[union-attr]
         )
+
+    @cached_property
+    def _longest_token(self) -> int:
+        return longest_token(self.source_tokenizer)
+
+    def _encode(self, texts: list[str], *, single: bool) -> list[list[int]]:
+        """Source ids of each text, EOS added, after the length and unknown-token checks
+        (warnings point at the caller of the public method)."""
+        limits = self.limits
+        if limits is not None:
+            refuse_absurd(
+                texts,
+                limits,
+                chars_per_token=self._longest_token,
+                advice=SPLIT_ADVICE,
+                single=single,
+            )
+        ids = [self.source_tokenizer.encode(text) for text in texts]
+        if limits is not None:
+            check_lengths(
+                [len(row) for row in ids],
+                texts,
+                limits,
+                advice=SPLIT_ADVICE,
+                consequence="translations this long may stop short or go astray; split long "
+                "texts into sentences",
+                single=single,
+                stacklevel=4,
+            )
+        warn_unknown(
+            ids,
+            texts,
+            UNK_ID,
+            consequence="the model cannot read them, so their translations mean little",
+            single=single,
+            stacklevel=4,
+        )
+        return [[*row, EOS_ID] for row in ids]
 
     def translate(
         self,
@@ -255,20 +317,37 @@ class Translator:
         batch_size: int | None = None,
         progress: bool = False,
     ) -> list[Translation]:
-        """Translate ``texts`` in batches of similar length (greedy when ``beam_size`` is 1).
+        """Translate ``texts``, a list of str, in batches of similar length (greedy when
+        ``beam_size`` is 1). A bare str is a ``TypeError`` (it would be read as its characters);
+        lengths are checked as the class says.
 
         ``batch_size`` overrides the model's ``decode.batch_size`` (sentences per batch);
         ``progress`` shows a bar with sentences per second on stderr.
         """
+        texts = text_list(texts)
+        beam_size, batch_size = self._check_sizes(beam_size, batch_size)
+        encoded = self._encode(texts, single=False)
+        return self._translate(texts, encoded, beam_size, batch_size, progress)
+
+    def _check_sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
         beam_size = self.decode.beam_size if beam_size is None else beam_size
         batch_size = self.decode.batch_size if batch_size is None else batch_size
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        return beam_size, batch_size
+
+    def _translate(
+        self,
+        texts: list[str],
+        encoded: list[list[int]],
+        beam_size: int,
+        batch_size: int,
+        progress: bool = False,
+    ) -> list[Translation]:
         was_training = self.model.training
         self.model.eval()
-        encoded = [[*self.source_tokenizer.encode(text), EOS_ID] for text in texts]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         results: list[Translation | None] = [None] * len(texts)
         bar = None
@@ -310,9 +389,12 @@ class Translator:
         fixed-context baseline), and for Transformers ``"encoder"`` ``(H, S, S)`` and
         ``"decoder"`` ``(H, T, T)``. ``S`` counts the source EOS, ``T`` the target EOS: row
         ``t`` is the step that produced ``translation.target_pieces[t]`` from the inputs
-        ``<s>``, ``target_pieces[:t]``."""
-        (translation,) = self.translate([text], beam_size=beam_size)
-        source = [*self.source_tokenizer.encode(text), EOS_ID]
+        ``<s>``, ``target_pieces[:t]``. ``text`` is checked as :meth:`translate` checks
+        each of its texts."""
+        text = one_text(text, several="translate(texts)")
+        beam_size, _ = self._check_sizes(beam_size, None)
+        (source,) = self._encode([text], single=True)
+        (translation,) = self._translate([text], [source], beam_size, 1)
         device = _device_of(self.model)
         src = torch.tensor([source], device=device)
         tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]], device=device)
