@@ -149,5 +149,7 @@ def compare_speed(
 
 
 def run_demo(*, with_speed: bool = True, seed: int = 0) -> DemoReport:
-    """Everything ``qkv demo`` shows, as data."""
+    """Everything ``qkv demo`` shows, as data; ``seed`` in ``[0, 2**64)`` (PyTorch's range)."""
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an integer in [0, 2**64), got {seed}")
     return DemoReport(score_alignments(seed=seed), compare_speed() if with_speed else None)

@@ -1,4 +1,5 @@
-"""What this machine's CPU can do that changes how qkv should run it: bfloat16.
+"""What this machine can do that changes how qkv should run it: bfloat16 kernels, and how much
+memory there is (a model or data set that cannot fit is refused before anything is allocated).
 
 oneDNN has native bfloat16 kernels only on CPUs with AVX-512 BF16 or AMX. Elsewhere (an AVX2
 CPU) a bfloat16 matrix product falls back to slow reference code (a 2048 x 2048 x 2048 product
@@ -11,10 +12,33 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 
 import torch
 
 logger = logging.getLogger(__name__)
+
+# What :func:`memory_bytes` assumes where the operating system does not say: 1 TiB.
+UNKNOWN_MEMORY_BYTES = 2**40
+
+
+@functools.cache
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (``UNKNOWN_MEMORY_BYTES`` where the operating
+    system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows), or no such name
+        return UNKNOWN_MEMORY_BYTES
+
+
+def describe_bytes(count: float) -> str:
+    """``count`` bytes for a message: ``"125.3 GiB"``, ``"4.0e+15 TiB"``."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB" if count < 1e6 else f"{count:.1e} TiB"
 
 
 @functools.cache

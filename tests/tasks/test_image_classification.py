@@ -149,7 +149,9 @@ def test_bad_inputs_are_named(trained, tmp_path):
         classifier.predict(torch.zeros(1, 1, 9, 8, dtype=torch.uint8))
     with pytest.raises(ValueError, match="needs task image_classification"):
         train_image_classifier(
-            run_config_from_dict({"task": "classification", "model": {"family": "x"}})
+            run_config_from_dict(
+                {"task": "classification", "model": {"family": "encoder_classifier"}}
+            )
         )
     with pytest.raises(FileNotFoundError, match="no model directory"):
         ImageClassifier.load(tmp_path)

@@ -42,3 +42,95 @@ def test_model_typos_get_a_suggestion():
 
     with pytest.raises(ValueError, match=r"d_modl \(did you mean d_model\?\)"):
         build_config("transformer", {"d_modl": 8})
+
+
+def _translation(**changes):
+    raw = {
+        "task": "translation",
+        "data": {"corpus": "reverse", "vocab_size": 32},
+        "model": {"family": "transformer", "d_model": 16},
+        "train": {"max_steps": 2},
+    }
+    raw.update(changes)
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (_translation(model=[1, 2]), "section 'model' must be a mapping of model.KEY: value"),
+        (_translation(train={1: 3}), "train has the key 1 (int); its keys are setting names"),
+        (_translation(data=[1]), "section 'data' must be a mapping of data.KEY: value, got [1]"),
+        ({**_translation(), 7: 1}, "top-level key 7 (int) is not a name"),
+        (_translation(task=["translation"]), "task must be one of translation, language_model"),
+        (_translation(model={"family": ["transformer"]}),
+         "model.family of a translation run must be seq2seq_rnn or transformer, got"),
+        (_translation(model={"family": "vit"}), "model.family of a translation run must be"),
+        (_translation(model={"d_model": 16}), "model.family is required (seq2seq_rnn or"),
+        (_translation(model={"family": "transformer", "d_model": "16"}),
+         "model.d_model must be an integer, got '16' (str)"),
+        (_translation(model={"family": "transformer", "dropout": float("inf")}),
+         "model.dropout must be a finite number, got inf"),
+        (_translation(name=["x"]), "name must be a non-empty string, got ['x']"),
+        (_translation(out_dir={"a": 1}), "out_dir must be a non-empty string, got {'a': 1}"),
+        (_translation(out_dir=" "), "out_dir must be a non-empty string"),
+        (_translation(data={"corpus": "reverse", "vocab_size": 10**12}),
+         "data.vocab_size must be between 16 and 1,000,000, got 1000000000000"),
+        (_translation(data={"corpus": "reverse", "vocab_size": 1e12}),
+         "data.vocab_size must be an integer, got 1000000000000.0 (float)"),
+        (_translation(data={"corpus": "reverse", "options": {1: 2}}),
+         "data.options must be a mapping with string keys"),
+        (_translation(train={"lr": float("nan")}), "train.lr must be a finite number, got nan"),
+        (_translation(train={"max_minutes": float("inf")}),
+         "train.max_minutes must be a finite number, got inf"),
+        ({"task": "language_model", "model": {"family": "transformer_lm"},
+          "decode": {"temperature": float("nan")}},
+         "decode.temperature must be a finite number, got nan"),
+        ({"task": "language_model", "model": {"family": "transformer_lm"},
+          "data": {"tokenizer": "bpe", "vocab_size": 2_000_000}},
+         "data.vocab_size must be between 260 and 1,000,000 for byte-level BPE"),
+    ],
+)  # fmt: skip
+def test_malformed_sections_keys_and_values_are_named(raw, message):
+    from qkv.tasks.run_config import run_config_from_dict
+
+    with pytest.raises(ValueError) as error:
+        run_config_from_dict(raw)
+    assert message in str(error.value)
+
+
+def test_yaml_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_bytes(b"name: ok\nout_dir: caf\xe9\n")
+    with pytest.raises(ValueError, match=rf"{path}:2: not valid UTF-8 \(byte 0xe9\)"):
+        load_run_config(path)
+
+
+def test_yaml_exponents_without_a_dot_are_explained(tmp_path):
+    """YAML 1.1 reads 1e12 as a string; the error says how to write it."""
+    with pytest.raises(ValueError, match=r"got '1e6' \(str\); YAML reads it as text"):
+        load_run_config(CONFIG, ["train.max_steps=1e6"])
+    assert load_run_config(CONFIG, ["train.lr=1.0e-3"]).train.lr == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"temperature": float("nan")}, "temperature must be a finite number > 0, or 0 for"),
+        ({"temperature": float("inf")}, "got inf"),
+        ({"temperature": -0.5}, "got -0.5"),
+        ({"top_p": float("nan")}, "top_p must be in (0, 1], got nan"),
+        ({"repetition_penalty": float("inf")}, "repetition_penalty must be a finite number"),
+        ({"max_new_tokens": True}, "max_new_tokens must be an integer >= 1, got True"),
+        ({"top_k": 2.5}, "top_k must be an integer >= 1 (or None: all), got 2.5"),
+        ({"seed": -1}, "seed must be an integer in [0, 2**64) (or None), got -1"),
+        ({"seed": 2**64}, "got 18446744073709551616"),
+    ],
+)
+def test_sampling_settings_must_be_finite_and_in_range(values, message):
+    from qkv.decoding.sampling import SamplingConfig
+
+    with pytest.raises(ValueError) as error:
+        SamplingConfig(**values)
+    assert message in str(error.value)
+    assert SamplingConfig(temperature=0, seed=2**64 - 1).temperature == 0

@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
+    if args.examples < 0:
+        raise ValueError(f"--examples must be >= 0, got {args.examples}")
     task = model_task(args.model)
     if task == "language_model":
         return run_language_model(args)

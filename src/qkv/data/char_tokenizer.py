@@ -76,11 +76,17 @@ class CharTokenizer:
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
+        except (OSError, ValueError) as error:  # unreadable, not UTF-8, not JSON
             raise DataError(f"{path} is not a readable character vocabulary: {error}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise DataError(f"{path} is not a qkv character vocabulary")
-        return cls(data["chars"])
+        chars = data.get("chars")
+        if not isinstance(chars, list) or not all(isinstance(c, str) for c in chars):
+            raise DataError(f"{path}: 'chars' must be a list of characters, got {chars!r:.60}")
+        try:
+            return cls(chars)
+        except DataError as error:
+            raise DataError(f"{path}: {error}") from None
 
     def __repr__(self) -> str:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
@@ -90,6 +96,6 @@ def is_char_vocabulary(path: str | Path) -> bool:
     """Whether ``path`` holds a :class:`CharTokenizer` (rather than a ``tokenizers`` file)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON: not a character vocabulary
         return False
     return isinstance(data, dict) and data.get("format") == FORMAT

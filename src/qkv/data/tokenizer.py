@@ -31,12 +31,16 @@ from qkv.data.vocab import SPECIAL_TOKENS, UNK_TOKEN
 if TYPE_CHECKING:
     import tokenizers
 
-__all__ = ["TOKENIZER_FILENAME", "SubwordTokenizer"]
+__all__ = ["MAX_VOCAB_SIZE", "TOKENIZER_FILENAME", "SubwordTokenizer", "check_vocab_size"]
 
 logger = logging.getLogger(__name__)
 
 TOKENIZER_FILENAME = "tokenizer.json"
 _METASPACE = "▁"
+# The largest vocabulary a tokenizer is trained for: above any in use (GPT-4's has about 100,000
+# ids, Gemma's 256,000). The tokenizers library reserves memory for the whole vocabulary up
+# front and aborts the process, with no exception to catch, when it cannot (10**12 ids).
+MAX_VOCAB_SIZE = 1_000_000
 
 
 def _tokenizers_module() -> ModuleType:
@@ -102,6 +106,11 @@ class SubwordTokenizer:
             raise ValueError(
                 f"vocab_size={vocab_size} is too small: it must exceed the {n_special} special "
                 f"tokens {SPECIAL_TOKENS}"
+            )
+        if vocab_size > MAX_VOCAB_SIZE:
+            raise ValueError(
+                f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB_SIZE:,} ids (larger "
+                "than any vocabulary in use)"
             )
         if min_frequency < 1:
             raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
@@ -265,3 +274,19 @@ class SubwordTokenizer:
 
     def __repr__(self) -> str:
         return f"SubwordTokenizer(vocab_size={self.vocab_size})"
+
+
+def check_vocab_size(path: str | Path, tokenizer_size: int, model_size: int) -> None:
+    """Refuse the tokenizer read from ``path`` unless it has as many ids as the model's
+    vocabulary: one copied from another model's directory would feed the model ids it does
+    not have, or ids that mean other words.
+
+    Raises:
+        DataError: naming the file and both sizes.
+    """
+    if tokenizer_size != model_size:
+        raise DataError(
+            f"{path} has {tokenizer_size:,} ids but the model's vocabulary has {model_size:,}: "
+            "it is another model's tokenizer; keep the files of a model directory together "
+            "(or train the model again)"
+        )

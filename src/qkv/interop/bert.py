@@ -154,4 +154,8 @@ def load_bert(folder: str | Path) -> BertEncoder:
     """A :class:`BertEncoder` from a saved Hugging Face BERT folder (``config.json`` and
     ``model.safetensors``), read with ``safetensors`` alone, in eval mode."""
     hf, weights = read_hf_folder(folder, "bert", BertImportError)
-    return _load(bert_config(hf), weights)
+    try:
+        config = bert_config(hf)
+    except BertImportError as error:  # another kind of folder, or a broken config: name it
+        raise BertImportError(f"{Path(folder) / 'config.json'}: {error}") from None
+    return _load(config, weights)

@@ -27,6 +27,7 @@ from qkv.attention.masks import check_keep
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.transformer import TransformerEncoder
 from qkv.models.outputs import BertOutput
+from qkv.models.sizes import check_parameters, transformer_layers
 
 # Named sizes: all-MiniLM-L6-v2's encoder (Wang et al. 2020, "MiniLM"), BERT base, a test size.
 PRESETS: dict[str, dict[str, object]] = {
@@ -125,6 +126,14 @@ class BertConfig:
                 f"pad_token_id must be in [0, vocab_size={self.vocab_size}), "
                 f"got {self.pad_token_id!r}"
             )
+        rows = self.vocab_size + self.max_position_embeddings + self.type_vocab_size
+        check_parameters(
+            self,
+            rows * self.hidden_size
+            + transformer_layers(self.num_layers, self.hidden_size, self.intermediate_size),
+            ("vocab_size", "max_position_embeddings", "hidden_size", "intermediate_size",
+             "num_layers"),
+        )  # fmt: skip
 
     @property
     def head_dim(self) -> int:

@@ -26,6 +26,7 @@ other ready-made one can be passed as ``EncoderClassifier(config, encoder=..., e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,7 +37,9 @@ from torch import Tensor, nn
 from qkv.layers.pooling import POOLINGS, build_pooling
 from qkv.layers.text_encoder import TextEncoderConfig, build_text_encoder
 from qkv.models.bert import BertConfig, BertEncoder
+from qkv.models.config_values import check_values
 from qkv.models.outputs import ClassifierOutput
+from qkv.models.sizes import check_parameters, recurrent_layers, transformer_layers
 
 if TYPE_CHECKING:
     from qkv.models.tagger import SequenceTaggerConfig
@@ -159,9 +162,23 @@ def check_encoder_fields(config: EncoderClassifierConfig | SequenceTaggerConfig)
         if config.bert is not None:
             raise ValueError(f"bert is set, but encoder={config.encoder!r} (expected 'bert')")
         config.encoder_config()
+        d, layers = config.d_model, config.num_layers
+        if config.encoder == "transformer":
+            stack = transformer_layers(layers, d, config.d_ff)
+        else:  # two directions of d_model / 2
+            stack = 2 * recurrent_layers(layers, d, max(d // 2, 1))
+        check_parameters(
+            config,
+            (config.vocab_size + config.max_len) * d + stack,
+            ("vocab_size", "max_len", "d_model", "d_ff", "num_layers"),
+        )
         return
     if not isinstance(config.bert, dict):
         raise ValueError("encoder='bert' needs bert: the BertConfig fields of the encoder")
+    check_values(BertConfig, config.bert, "bert")
+    unknown = sorted(set(config.bert) - {f.name for f in dataclasses.fields(BertConfig)})
+    if unknown:
+        raise ValueError(f"bert has unknown BertConfig field(s) {', '.join(unknown)}")
     bert = BertConfig(**config.bert)
     if bert.vocab_size != config.vocab_size:
         raise ValueError(

@@ -31,6 +31,7 @@ from qkv.layers.positional import LearnedPositionalEmbedding
 from qkv.layers.transformer import TransformerEncoder
 from qkv.models.language_model_decode import DecodeWeights, decode_step
 from qkv.models.outputs import LMOutput
+from qkv.models.sizes import check_parameters, transformer_layers
 
 POSITIONS = ("learned", "rotary")
 # Named sizes, from a CI-sized model to GPT-2 small; the vocabulary comes from the tokenizer.
@@ -93,6 +94,13 @@ class TransformerLMConfig:
             raise ValueError(
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
             )
+        d = self.d_model
+        tables = (self.vocab_size * (1 if self.tie_weights else 2) + self.max_len) * d
+        check_parameters(
+            self,
+            tables + transformer_layers(self.num_layers, d, self.d_ff),
+            ("vocab_size", "max_len", "d_model", "d_ff", "num_layers"),
+        )
 
     @property
     def head_dim(self) -> int:

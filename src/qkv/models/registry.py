@@ -14,6 +14,7 @@ from torch import nn
 
 from qkv.models.bert import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
+from qkv.models.config_values import check_values
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
@@ -34,10 +35,13 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
 
 
 def build_config(family: str, values: dict[str, Any]) -> Any:
-    """The family's frozen config from a dict; unknown keys are an error naming the known ones."""
-    if family not in FAMILIES:
+    """The family's frozen config from a dict (the ``model`` section of a run configuration);
+    unknown keys are an error naming the known ones, a value of the wrong type one naming
+    ``model.KEY`` and the value."""
+    if not isinstance(family, str) or family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}")
     config_cls, _ = FAMILIES[family]
+    check_values(config_cls, values, "model")
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -48,7 +52,10 @@ def build_config(family: str, values: dict[str, Any]) -> Any:
         raise ValueError(
             f"unknown {family} option(s) {', '.join(named)}; known: {', '.join(sorted(known))}"
         )
-    return config_cls(**values)
+    try:
+        return config_cls(**values)
+    except TypeError as error:  # a required size missing
+        raise ValueError(f"{family} model: {error}") from None
 
 
 def build_model(family: str, config: Any) -> nn.Module:

@@ -45,6 +45,7 @@ from qkv.layers.recurrent import (
     RecurrentState,
 )
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
+from qkv.models.sizes import check_parameters, recurrent_layers
 
 __all__ = ["Seq2SeqRNN", "Seq2SeqRNNConfig"]
 
@@ -113,6 +114,15 @@ class Seq2SeqRNNConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if not _is_real(self.teacher_forcing) or not 0.0 <= self.teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {self.teacher_forcing!r}")
+        e, h, ds, gates = self.embed_dim, self.hidden_dim, 2 * self.hidden_dim, 4
+        encoder = 2 * recurrent_layers(self.num_layers, e, h, gates=gates)  # two directions
+        decoder = recurrent_layers(self.num_layers, e + ds, ds, gates=gates)  # input feeding
+        tables = (self.src_vocab_size + self.tgt_vocab_size) * e + self.tgt_vocab_size * ds
+        check_parameters(
+            self,
+            tables + encoder + decoder,
+            ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_dim", "num_layers"),
+        )
 
     @property
     def decoder_dim(self) -> int:

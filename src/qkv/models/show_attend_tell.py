@@ -42,6 +42,7 @@ from qkv.attention.masks import check_keep
 from qkv.attention.scores import Additive
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.models.outputs import StepOutput
+from qkv.models.sizes import check_parameters, recurrent_layers
 
 ATTENTIONS = ("soft", "hard")
 _SIZES = dict(
@@ -153,6 +154,18 @@ class ShowAttendTellConfig:
         for name in ("baseline_decay", "expected_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        widths = (self.image_channels, *channels)
+        convs = sum(9 * (a + b) * b for a, b in zip(widths, channels, strict=False))
+        d, e = self.feature_dim, self.embed_dim
+        gh, gw = self.regions_per_tile
+        regions = (gh * gw + self.region_layers * 9 * d) * d  # place table, region layers
+        words = 2 * self.vocab_size * e + recurrent_layers(1, e + d, self.hidden_dim)
+        check_parameters(
+            self,
+            convs + regions + words + self.attention_dim * (d + self.hidden_dim),
+            ("vocab_size", "image_channels", "tile_height", "tile_width", "conv_channels",
+             "feature_dim", "embed_dim", "hidden_dim", "attention_dim", "region_layers"),
+        )  # fmt: skip
 
     @property
     def stride(self) -> int:

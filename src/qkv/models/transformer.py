@@ -40,6 +40,7 @@ from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.layers.transformer import TransformerDecoder, TransformerEncoder
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
+from qkv.models.sizes import check_parameters, transformer_layers
 
 __all__ = ["Transformer", "TransformerConfig", "TransformerEncoding", "TransformerState"]
 
@@ -109,6 +110,17 @@ class TransformerConfig:
         smallest = min(self.src_vocab_size, self.tgt_vocab_size)
         if not 0 <= self.pad_id < smallest:
             raise ValueError(f"pad_id={self.pad_id} must lie in [0, {smallest})")
+        d, tgt = self.d_model, self.tgt_vocab_size
+        embeddings = self.src_vocab_size * d + (0 if self.share_embeddings else tgt * d)
+        layers = transformer_layers(self.num_encoder_layers, d, self.d_ff) + transformer_layers(
+            self.num_decoder_layers, d, self.d_ff, cross=True
+        )
+        check_parameters(
+            self,
+            embeddings + (0 if self.tie_output else tgt * d) + layers,
+            ("src_vocab_size", "tgt_vocab_size", "d_model", "d_ff", "num_encoder_layers",
+             "num_decoder_layers"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

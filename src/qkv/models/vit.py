@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from qkv.layers.transformer import TransformerEncoder
 from qkv.models.outputs import ViTOutput
+from qkv.models.sizes import check_parameters, transformer_layers
 
 # Named sizes: ViT-B/16 (Dosovitskiy et al. 2021, table 1), an MNIST-sized model, a test size.
 PRESETS: dict[str, dict[str, object]] = {
@@ -135,6 +136,15 @@ class ViTConfig:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if self.activation not in ("gelu", "gelu_tanh"):
             raise ValueError(f"activation must be 'gelu' or 'gelu_tanh', got {self.activation!r}")
+        d = self.hidden_size
+        # The patch projection, the position table (a row per patch and [CLS]), the head.
+        rows = self.num_channels * self.patch_size**2 + self.num_patches + 1 + self.num_labels
+        check_parameters(
+            self,
+            rows * d + transformer_layers(self.num_layers, d, self.intermediate_size),
+            ("image_size", "patch_size", "num_channels", "hidden_size", "intermediate_size",
+             "num_layers", "num_labels"),
+        )  # fmt: skip
 
     @property
     def grid_size(self) -> int:

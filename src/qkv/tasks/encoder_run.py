@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from qkv.data.tokenizer import SubwordTokenizer
+from qkv.data.tokenizer import SubwordTokenizer, check_vocab_size
 from qkv.io import atomic_write_json
 from qkv.models.registry import FAMILIES, build_config, build_model, config_to_dict
 from qkv.tasks.encoder_inputs import TextInputs
@@ -214,7 +214,9 @@ def load_encoder_dir(model_dir: str | Path, *, task: str) -> tuple[EncoderRun, R
         kind=config.data.tokenizer,  # type: ignore[union-attr]
         max_len=config.data.max_len,  # type: ignore[union-attr]
     )
-    model = build_model(config.family, build_config(config.family, config.model))
+    model_config = build_config(config.family, config.model)
+    check_vocab_size(directory / TOKENIZER_FILE, inputs.vocab_size, model_config.vocab_size)
+    model = build_model(config.family, model_config)
     load_weights(model, directory / WEIGHTS_FILE)
     parameters = sum(p.numel() for p in model.parameters())
     run = EncoderRun(model.eval(), inputs, tuple(labels), directory, Distributed(), parameters)

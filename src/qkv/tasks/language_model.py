@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from qkv.data.char_tokenizer import CharTokenizer, is_char_vocabulary
 from qkv.data.text_corpus import load_text_corpus
-from qkv.data.tokenizer import SubwordTokenizer
+from qkv.data.tokenizer import SubwordTokenizer, check_vocab_size
 from qkv.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from qkv.decoding.sampling import Generation, SamplingConfig, generate
 from qkv.io import atomic_write_json
@@ -264,7 +264,9 @@ class LanguageModel:
         if config.task != "language_model":
             raise ValueError(f"{directory} holds a {config.task} model, not a language model")
         tokenizer = load_tokenizer(directory / TOKENIZER_FILE)
-        model = build_model(config.family, build_config(config.family, config.model))
+        model_config = build_config(config.family, config.model)
+        check_vocab_size(directory / TOKENIZER_FILE, tokenizer.vocab_size, model_config.vocab_size)
+        model = build_model(config.family, model_config)
         load_weights(model, directory / WEIGHTS_FILE)
         return cls(model, tokenizer, config)
 

@@ -16,14 +16,25 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qkv.data.errors import decode_utf8
+from qkv.data.tokenizer import MAX_VOCAB_SIZE
 from qkv.decoding.sampling import SamplingConfig
+from qkv.models.config_values import check_values
+from qkv.models.registry import FAMILIES as MODEL_FAMILIES
 from qkv.training.trainer import TrainConfig
+
+
+def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
+    """``data.vocab_size`` between ``smallest`` and :data:`MAX_VOCAB_SIZE` (the tokenizers
+    library aborts the process, with no error to catch, on a vocabulary it cannot allocate)."""
+    if not smallest <= value <= MAX_VOCAB_SIZE:
+        raise ValueError(
+            f"data.vocab_size must be between {smallest} and {MAX_VOCAB_SIZE:,}{what}, got {value}"
+        )
 
 
 @dataclass(frozen=True)
@@ -36,8 +47,7 @@ class DataConfig:
     valid_bleu_sentences: int = 200  # greedy-decoded during training to pick the best model
 
     def __post_init__(self) -> None:
-        if self.vocab_size < 16:
-            raise ValueError(f"data.vocab_size must be >= 16, got {self.vocab_size}")
+        check_vocab_size(self.vocab_size, 16)
         if self.max_len < 2:
             raise ValueError(f"data.max_len must be >= 2, got {self.max_len}")
         if self.valid_bleu_sentences < 0:
@@ -60,10 +70,8 @@ class LMDataConfig:
     def __post_init__(self) -> None:
         if self.tokenizer not in ("char", "bpe"):
             raise ValueError(f"data.tokenizer must be char or bpe, got {self.tokenizer!r}")
-        if self.tokenizer == "bpe" and self.vocab_size < 260:
-            raise ValueError(
-                f"data.vocab_size must be >= 260 for byte-level BPE, got {self.vocab_size}"
-            )
+        if self.tokenizer == "bpe":
+            check_vocab_size(self.vocab_size, 260, " for byte-level BPE")
         if self.block_size < 2:
             raise ValueError(f"data.block_size must be >= 2, got {self.block_size}")
         if self.valid_tokens is not None and self.valid_tokens < self.block_size:
@@ -91,8 +99,7 @@ class EncoderDataConfig:
     def __post_init__(self) -> None:
         if self.tokenizer not in ("bpe", "pretrained"):
             raise ValueError(f"data.tokenizer must be bpe or pretrained, got {self.tokenizer!r}")
-        if self.vocab_size < 16:
-            raise ValueError(f"data.vocab_size must be >= 16, got {self.vocab_size}")
+        check_vocab_size(self.vocab_size, 16)
         if self.max_len < 3:
             raise ValueError(f"data.max_len must be >= 3, got {self.max_len}")
 
@@ -251,21 +258,32 @@ TASKS: dict[str, dict[str, type]] = {
     },
     "captioning": {"data": CaptionDataConfig, "train": TrainConfig, "decode": PredictConfig},
 }
-FAMILIES = {
-    "translation": "seq2seq_rnn or transformer",
-    "language_model": "transformer_lm",
-    "classification": "encoder_classifier",
-    "tagging": "sequence_tagger",
-    "image_classification": "vit",
-    "captioning": "show_attend_tell",
+# The model families each task trains.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "translation": ("seq2seq_rnn", "transformer"),
+    "language_model": ("transformer_lm",),
+    "classification": ("encoder_classifier",),
+    "tagging": ("sequence_tagger",),
+    "image_classification": ("vit",),
+    "captioning": ("show_attend_tell",),
 }
 
 
-def _section(name: str, cls: type, values: Any) -> Any:
+def _mapping(name: str, values: Any, example: str = "") -> dict[Any, Any]:
+    """The section ``name`` (``None``: empty), which must be a mapping."""
     if values is None:
-        values = {}
+        return {}
     if not isinstance(values, dict):
-        raise ValueError(f"section {name!r} must be a mapping, got {type(values).__name__}")
+        raise ValueError(
+            f"section {name!r} must be a mapping of {name}.KEY: value{example}, got "
+            f"{values!r:.60} ({type(values).__name__})"
+        )
+    return values
+
+
+def _section(name: str, cls: type, values: Any) -> Any:
+    values = _mapping(name, values)
+    check_values(cls, values, name)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -273,13 +291,6 @@ def _section(name: str, cls: type, values: Any) -> Any:
             f"unknown key(s) {', '.join(_with_suggestion(name, k, known) for k in unknown)}; "
             f"known: {', '.join(sorted(known))}"
         )
-    hints = typing.get_type_hints(cls)
-    for key, value in values.items():
-        if not _matches(value, hints[key]):
-            raise ValueError(
-                f"{name}.{key} must be {_describe(hints[key])}, got {value!r} "
-                f"({type(value).__name__})"
-            )
     try:
         return cls(**values)
     except TypeError as error:
@@ -291,52 +302,6 @@ def _with_suggestion(section: str, key: str, known: set[str]) -> str:
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
     close = close or [k for k in sorted(known) if key.startswith(k + "_") or k.startswith(key)][:1]
     return f"{section}.{key}" + (f" (did you mean {section}.{close[0]}?)" if close else "")
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    """Whether a YAML value fits a config field's annotation (ints pass as floats)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (types.UnionType, typing.Union):
-        return any(_matches(value, a) for a in args)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_matches(v, args[0]) for v in value)
-        return len(value) == len(args) and all(
-            _matches(v, a) for v, a in zip(value, args, strict=True)
-        )
-    if origin is dict:
-        return isinstance(value, dict)
-    return True
-
-
-def _describe(hint: Any) -> str:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        return " or ".join(_describe(a) for a in args)
-    if hint is type(None):
-        return "null"
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return "a list of numbers" if args[0] in (int, float) else f"a list of {args[0]}"
-        return f"a list of {len(args)} numbers"
-    if origin is dict:
-        return "a mapping"
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-    return names.get(hint, str(hint))
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -360,27 +325,51 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> RunConfig:
+    """The run configuration of a parsed YAML (or saved JSON) mapping; every section, key and
+    value is checked, and an error names the key and the value."""
     allowed = {"name", "out_dir", "model", "data", "train", "decode", "task"}
+    odd = [key for key in raw if not isinstance(key, str)]
+    if odd:
+        raise ValueError(
+            f"top-level key {odd[0]!r} ({type(odd[0]).__name__}) is not a name; the keys are "
+            f"{', '.join(sorted(allowed))}"
+        )
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ValueError(f"unknown top-level key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
     task = raw.get("task", "translation")
-    if task not in TASKS:
+    if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-    model = dict(raw.get("model") or {})
-    family = model.pop("family", None)
-    if family is None:
-        raise ValueError(f"model.family is required ({FAMILIES[task]})")
-    name = str(raw.get("name", default_name))
+    for key in ("name", "out_dir"):
+        if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
+            raise ValueError(f"{key} must be a non-empty string, got {raw[key]!r}")
+    family, model = _model_section(raw.get("model"), task)
+    name = raw.get("name", default_name)
     sections = {key: _section(key, cls, raw.get(key)) for key, cls in TASKS[task].items()}
     return RunConfig(
         name=name,
-        out_dir=str(raw.get("out_dir", f"runs/{name}")),
+        out_dir=raw.get("out_dir", f"runs/{name}"),
         family=family,
         model=model,
         task=task,
         **sections,
     )
+
+
+def _model_section(values: Any, task: str) -> tuple[str, dict[str, Any]]:
+    """The family and the other keys of the ``model`` section: a family that ``task`` trains,
+    each value of the type its config asks for (sizes and ranges are checked when the config
+    is built, once the data has decided the vocabulary)."""
+    families = " or ".join(FAMILIES[task])
+    values = _mapping("model", values, f" (model.family: {families}, sizes...)")
+    family = values.get("family")
+    if family is None:
+        raise ValueError(f"model.family is required ({families})")
+    if not isinstance(family, str) or family not in FAMILIES[task]:
+        raise ValueError(f"model.family of a {task} run must be {families}, got {family!r}")
+    model = {key: value for key, value in values.items() if key != "family"}
+    check_values(MODEL_FAMILIES[family][0], model, "model")
+    return family, model
 
 
 def load_run_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
@@ -390,8 +379,9 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no configuration file {path}")
+    text = decode_utf8(path, path.read_bytes())
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
         raise ValueError(f"{path} is not valid YAML: {error}") from None
     if not isinstance(raw, dict):

@@ -31,6 +31,7 @@ from qkv.data import (
     encode_pairs,
     load_corpus,
 )
+from qkv.data.tokenizer import check_vocab_size
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
@@ -259,14 +260,20 @@ class Translator:
         if not model_dir.is_dir():
             raise FileNotFoundError(f"no model directory {model_dir}")
         run = load_model_run_config(model_dir)
+        if run.task != "translation":
+            raise ValueError(f"{model_dir} holds a {run.task} model, not a translation model")
         model_config = build_config(run.family, run.model)
         model = build_model(run.family, model_config)
         load_weights(model, model_dir / WEIGHTS_FILE)
         model.eval()
+        tokenizers = []
+        for name, size in ((SOURCE_TOKENIZER, model_config.src_vocab_size),
+                           (TARGET_TOKENIZER, model_config.tgt_vocab_size)):  # fmt: skip
+            tokenizers.append(SubwordTokenizer.load(model_dir / name))
+            check_vocab_size(model_dir / name, tokenizers[-1].vocab_size, size)
         return cls(
             model,
-            SubwordTokenizer.load(model_dir / SOURCE_TOKENIZER),
-            SubwordTokenizer.load(model_dir / TARGET_TOKENIZER),
+            *tokenizers,
             run.decode,
             limits=LengthLimits.without_table(run.data.max_len),  # type: ignore[union-attr]
         )

@@ -57,8 +57,11 @@ def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: st
     metrics_csv = Path(metrics_csv)
     if not metrics_csv.is_file():
         raise FileNotFoundError(f"no metrics file {metrics_csv}")
-    with open(metrics_csv, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    try:
+        with open(metrics_csv, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except (UnicodeDecodeError, csv.Error) as error:  # not the CSV file qkv train writes
+        raise ValueError(f"{metrics_csv} is not a readable CSV file: {error}") from None
     if not rows or "step" not in rows[0]:
         raise ValueError(f"{metrics_csv} holds no metrics rows with a 'step' column")
 
