@@ -81,6 +81,8 @@ def _translation(**changes):
         (_translation(data={"corpus": "reverse", "options": {1: 2}}),
          "data.options must be a mapping with string keys"),
         (_translation(train={"lr": float("nan")}), "train.lr must be a finite number, got nan"),
+        (_translation(decode={"beam_size": 10**8}),
+         "decode.beam_size must be between 1 and 1000, got 100000000"),
         (_translation(train={"max_minutes": float("inf")}),
          "train.max_minutes must be a finite number, got inf"),
         ({"task": "language_model", "model": {"family": "transformer_lm"},

@@ -187,6 +187,11 @@ class PredictConfig:
             raise ValueError(f"decode.batch_size must be >= 1, got {self.batch_size}")
 
 
+# The widest beam: far beyond any useful one (4 to 12 are usual), and each hypothesis holds
+# its own decoder state (a beam of 10**8 asked for 358 GB).
+MAX_BEAM_SIZE = 1000
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     beam_size: int = 4
@@ -196,8 +201,10 @@ class DecodeConfig:
     batch_size: int = 32
 
     def __post_init__(self) -> None:
-        if self.beam_size < 1:
-            raise ValueError(f"decode.beam_size must be >= 1, got {self.beam_size}")
+        if not 1 <= self.beam_size <= MAX_BEAM_SIZE:
+            raise ValueError(
+                f"decode.beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}"
+            )
         if self.length_penalty < 0:
             raise ValueError(f"decode.length_penalty must be >= 0, got {self.length_penalty}")
         if self.max_len_a <= 0 or self.max_len_b < 0 or self.batch_size < 1:

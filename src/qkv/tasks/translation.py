@@ -46,7 +46,7 @@ from qkv.tasks.input_checks import (
     text_list,
     warn_unknown,
 )
-from qkv.tasks.run_config import DecodeConfig, RunConfig
+from qkv.tasks.run_config import MAX_BEAM_SIZE, DecodeConfig, RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     SOURCE_TOKENIZER,
@@ -339,8 +339,8 @@ class Translator:
     def _check_sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
         beam_size = self.decode.beam_size if beam_size is None else beam_size
         batch_size = self.decode.batch_size if batch_size is None else batch_size
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        if not 1 <= beam_size <= MAX_BEAM_SIZE:
+            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         return beam_size, batch_size
