@@ -128,6 +128,11 @@ def _hostile_files(files: Path, models: dict[str, Path]) -> None:
                      "options": {"path": str(files / "images"), "size": 100_000}},
             "model": {"family": "vit", "preset": "tiny"},
         },
+        "strips-huge": {
+            "task": "captioning", "out_dir": str(root / "runs" / "never"),
+            "data": {"corpus": "digits", "train_strips": 10**12},
+            "model": {"family": "show_attend_tell", "preset": "tiny"},
+        },
         "long-field": {
             "task": "classification", "out_dir": str(root / "runs" / "never"),
             "data": {"corpus": "file", "options": {"path": str(files / "long-field.tsv")}},
@@ -323,6 +328,8 @@ CASES = [
          "decode.temperature must be a finite number, got nan"),
     case("train-image-size-huge", "train {files}/image-size-huge.yaml",
          "size must be between 1 and 4096 pixels a side (height, width), got 100000"),
+    case("train-strips-huge", "train {files}/strips-huge.yaml",
+         "1,000,000,000,000 train strips of up to 4 tiles of (1, 8, 8) take"),
     case("train-long-tsv-field", "train {files}/long-field.yaml", "{files}/long-field.tsv:2:"),
     case("train-long-tsv-pair", "train {files}/long-pair.yaml",
          "{files}/long-pair.tsv:2: a text of 10,000,002 characters"),

@@ -131,3 +131,18 @@ def test_broken_character_vocabularies_name_the_file(tmp_path, content, message)
         CharTokenizer.load(path)
     assert str(path) in str(error.value) and message in str(error.value)
     assert not is_char_vocabulary(tmp_path / "missing.json")
+
+
+def test_strips_that_cannot_fit_in_memory_are_refused(monkeypatch):
+    import torch
+
+    from qkv.data import strips
+
+    images, labels = torch.zeros(6, 1, 8, 8, dtype=torch.uint8), torch.arange(6)
+    monkeypatch.setattr(strips, "memory_bytes", lambda: 10_000)
+    drawn = strips.draw_strips(images, labels, 30, min_tiles=1, max_tiles=4, seed=0)
+    assert drawn.tiles.shape == (30, 4, 1, 8, 8)  # 7,680 bytes
+    with pytest.raises(DataError) as error:
+        strips.draw_strips(images, labels, 40, min_tiles=1, max_tiles=4, seed=0)
+    assert "40 train strips of up to 4 tiles of (1, 8, 8) take 10.0 KiB" in str(error.value)
+    assert "lower data.train_strips or data.max_tiles" in str(error.value)

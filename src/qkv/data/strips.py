@@ -27,6 +27,7 @@ known, and an attention map can be scored (:mod:`qkv.evaluation.captioning`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from qkv.attention.masks import padding_mask
 from qkv.data.errors import DataError
 from qkv.data.images import ImageDataset
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.hardware import describe_bytes, memory_bytes
 from qkv.io import atomic_write_json
 
 __all__ = [
@@ -209,6 +211,19 @@ def _shift(tiles: Tensor, shifts: Tensor, max_shift: int) -> Tensor:
     return out
 
 
+def check_strips_fit(count: int, max_tiles: int, tile_shape: Sequence[int], split: str) -> None:
+    """Refuse ``count`` strips of up to ``max_tiles`` tiles of ``tile_shape (C, H, W)`` whose
+    pixels (uint8, drawn all at once) would not fit in this machine's memory, naming the
+    settings to lower."""
+    need = count * max_tiles * math.prod(tile_shape)
+    if need > memory_bytes():
+        raise DataError(
+            f"{count:,} {split} strips of up to {max_tiles} tiles of {tuple(tile_shape)} take "
+            f"{describe_bytes(need)}, more than this machine's memory "
+            f"({describe_bytes(memory_bytes())}); lower data.{split}_strips or data.max_tiles"
+        )
+
+
 def draw_strips(
     images: Tensor,
     labels: Tensor,
@@ -236,6 +251,7 @@ def draw_strips(
         raise DataError(f"need 1 <= min_tiles <= max_tiles, got {min_tiles}, {max_tiles}")
     if count < 0 or max_shift < 0:
         raise DataError(f"count and max_shift must be >= 0, got {count}, {max_shift}")
+    check_strips_fit(count, max_tiles, images.shape[1:], split)
     generator = torch.Generator().manual_seed(seed)
     counts = torch.randint(min_tiles, max_tiles + 1, (count,), generator=generator)  # (N,)
     used = torch.arange(max_tiles)[None, :] < counts[:, None]  # (N, K)

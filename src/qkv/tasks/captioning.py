@@ -42,6 +42,7 @@ from qkv.data.strips import (
     CaptionVocab,
     StripBatch,
     Strips,
+    check_strips_fit,
     collate_strips,
     held_out_strips,
     strip_batches,
@@ -268,6 +269,9 @@ def train_captioner(
         claim_run_dir(out, overwrite)
     torch.manual_seed(config.train.seed)
     dataset = _dataset(data)
+    for split in ("train", "valid", "test"):  # strips are drawn whole: refuse before any write
+        count = getattr(data, f"{split}_strips")
+        check_strips_fit(count, data.max_tiles, dataset.image_shape, split)
     vocab = CaptionVocab.from_classes(dataset.classes)
     if resume and CaptionVocab.load(out / VOCAB_FILE) != vocab:
         raise CheckpointError(
