@@ -103,8 +103,7 @@ def check_keep(mask: Tensor | None, name: str = "mask", *, has_bias: bool = Fals
     """
     if not isinstance(mask, Tensor | None):
         raise ValueError(
-            f"{name} must be a boolean torch.Tensor (True = may attend), got "
-            f"{type(mask).__name__}"
+            f"{name} must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}"
         )
     if mask is None or mask.dtype == torch.bool:
         return
