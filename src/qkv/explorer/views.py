@@ -37,6 +37,7 @@ from torch import Tensor
 
 from qkv.decoding.sampling import SamplingConfig
 from qkv.tasks.encoder_inputs import split_words
+from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
 
 DIGITS = 4  # decimals kept of each attention weight
 TEXT_KINDS = ("translation", "language_model", "classification", "tagging")
@@ -153,17 +154,12 @@ def _check_tokens(count: int, limits: Limits, what: str) -> None:
 
 
 def check_unicode(value: str, what: str) -> str:
-    """``value`` if UTF-8 can encode it. A lone surrogate (JSON's ``"\\ud800"``, or bytes the
-    command line could not decode) is not text: an :class:`InputError` says where it is."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InputError(
-            f"{what} has a lone surrogate (U+{ord(value[error.start]):04X} at character "
-            f"{error.start}), which is not text; send valid Unicode (in JSON, an escape "
-            "\\uD800-\\uDBFF must be followed by one of \\uDC00-\\uDFFF)"
-        ) from None
-    return value
+    """``value`` if UTF-8 can encode it; a lone surrogate is an :class:`InputError` (422)."""
+    hint = (
+        "; send valid Unicode (in JSON, an escape \\uD800-\\uDBFF must be followed by one of "
+        "\\uDC00-\\uDFFF)"
+    )
+    return tasks_check_unicode(value, what, hint=hint, error=InputError)
 
 
 def check_text(text: str, limits: Limits) -> str:

@@ -73,6 +73,24 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
+def check_unicode(
+    value: str, what: str, *, hint: str = "", error: type[ValueError] = ValueError
+) -> str:
+    """``value`` if UTF-8 can encode it. A lone surrogate is not text: Python decodes command-line
+    bytes that are not UTF-8 as lone surrogates (``surrogateescape``), and JSON can spell one
+    (``"\\ud800"``); a tokenizer would fail on it with a ``TypeError``. ``error`` (a ``ValueError``)
+    names where it is, followed by ``hint``."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        code = ord(value[problem.start])
+        raise error(
+            f"{what} has a lone surrogate (U+{code:04X} at character {problem.start}), which is "
+            f"not text{hint or '; pass valid UTF-8 text (was it written in another encoding?)'}"
+        ) from None
+    return value
+
+
 def text_list(texts: Iterable[str], name: str = "texts") -> list[str]:
     """``texts`` as a list of ``str``; a bare ``str``/``bytes`` (which would be read as its
     characters), a non-iterable or a non-``str`` item is a ``TypeError`` naming it."""
@@ -88,6 +106,7 @@ def text_list(texts: Iterable[str], name: str = "texts") -> list[str]:
     for index, item in enumerate(items):
         if not isinstance(item, str):
             raise TypeError(f"{name}[{index}] is a {_kind(item)}, not a str")
+        check_unicode(item, f"{name}[{index}]")
     return items
 
 
@@ -116,7 +135,7 @@ def one_text(text: str, name: str = "text", *, several: str | None = None) -> st
     if not isinstance(text, str):
         hint = f"; for several texts use {several}" if several else ""
         raise TypeError(f"{name} must be a str, got a {_kind(text)}{hint}")
-    return text
+    return check_unicode(text, name)
 
 
 def path_list(paths: Iterable[str | os.PathLike], name: str = "paths") -> list:

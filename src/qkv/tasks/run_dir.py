@@ -18,7 +18,12 @@ from qkv.io import remove_stale_temporaries
 from qkv.tasks.run_config import RunConfig, apply_overrides, run_config_from_dict
 from qkv.training.checkpoint import CheckpointError, read_json
 from qkv.training.metrics_log import TENSORBOARD_DIR
-from qkv.training.state import CHECKPOINTS, complete_checkpoints
+from qkv.training.state import (
+    CHECKPOINTS,
+    check_checkpoint,
+    complete_checkpoints,
+    latest_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +76,9 @@ def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> Ru
             "one every train.checkpoint_every steps and when a signal stops it); start the run "
             f"again with `{again}`"
         )
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None:  # a corrupt checkpoint is refused before the resume writes a file
+        check_checkpoint(checkpoint)
     return load_model_run_config(run_dir, overrides, out_dir=str(run_dir))
 
 

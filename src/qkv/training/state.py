@@ -163,10 +163,7 @@ def load_checkpoint(
     """Restore the model, optimiser, scheduler and every random generator from ``directory``;
     return the loop position. Errors name the file and what is wrong with it."""
     directory = Path(directory)
-    state = read_json(directory / "state.json")
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{directory / 'state.json'} is not a qkv checkpoint (format 1)")
-    loop = _loop_state(state.get("loop"), directory / "state.json")
+    state, loop = _read_state(directory)
     load_weights(model, directory / "model.safetensors")
     tensors = _load_tensors(directory / "optimizer.safetensors")
     try:
@@ -180,6 +177,27 @@ def load_checkpoint(
         ) from None
     _restore_rng(_load_tensors(directory / "rng.safetensors"), state)
     return loop
+
+
+def check_checkpoint(directory: str | Path) -> None:
+    """Check what can be checked of a checkpoint without its model, before a resume writes
+    anything: ``state.json`` and its loop values, every tensor file readable, the weights finite.
+    Errors name the file and what is wrong with it."""
+    directory = Path(directory)
+    _read_state(directory)
+    for name in ("optimizer.safetensors", "rng.safetensors"):
+        _load_tensors(directory / name)
+    path = directory / "model.safetensors"
+    for key, tensor in _load_tensors(path).items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"weights in {path}: tensor {key!r} holds NaN or infinite values")
+
+
+def _read_state(directory: Path) -> tuple[dict[str, Any], LoopState]:
+    state = read_json(directory / "state.json")
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{directory / 'state.json'} is not a qkv checkpoint (format 1)")
+    return state, _loop_state(state.get("loop"), directory / "state.json")
 
 
 def _loop_state(values: Any, path: Path) -> LoopState:
