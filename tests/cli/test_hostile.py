@@ -376,7 +376,7 @@ CASES = [
     case("generate-penalty-nan", "generate --model {lm} --repetition-penalty nan a",
          "repetition_penalty must be a finite number >= 1 (1: none), got nan"),
     case("generate-max-new-tokens-zero", "generate --model {lm} --max-new-tokens 0 a",
-         "max_new_tokens must be an integer >= 1, got 0"),
+         "max_new_tokens must be an integer in [1, 1,000,000], got 0"),
     case("generate-seed-huge", "generate --model {lm} --seed 100000000000000000000000 a",
          "seed must be an integer in [0, 2**64)"),
     case("generate-stop-empty", "generate --model {lm} --stop '' a", "--stop ''"),
@@ -395,6 +395,8 @@ CASES = [
     case("generate-config-temperature-nan", "generate --model {bad}/lm-temperature-nan a",
          "{bad}/lm-temperature-nan/config.json: decode.temperature must be a finite number"),
     case("generate-long", "generate --model {lm} {long}", "the prompt has more than 255 words"),
+    case("generate-max-new-tokens-huge", "generate --model {lm} --max-new-tokens 100000000000 a",
+         "max_new_tokens must be an integer in [1, 1,000,000], got 100000000000"),
     case("generate-argument-not-utf8", "generate --model {lm} caf\udce9",
          "prompts[0] has a lone surrogate (U+DCE9 at character 3)"),
     # classify

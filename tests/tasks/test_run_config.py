@@ -123,7 +123,7 @@ def test_yaml_exponents_without_a_dot_are_explained(tmp_path):
         ({"temperature": -0.5}, "got -0.5"),
         ({"top_p": float("nan")}, "top_p must be in (0, 1], got nan"),
         ({"repetition_penalty": float("inf")}, "repetition_penalty must be a finite number"),
-        ({"max_new_tokens": True}, "max_new_tokens must be an integer >= 1, got True"),
+        ({"max_new_tokens": True}, "max_new_tokens must be an integer in [1, 1,000,000], got True"),
         ({"top_k": 2.5}, "top_k must be an integer >= 1 (or None: all), got 2.5"),
         ({"seed": -1}, "seed must be an integer in [0, 2**64) (or None), got -1"),
         ({"seed": 2**64}, "got 18446744073709551616"),

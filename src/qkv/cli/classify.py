@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from qkv.cli.inputs import read_lines, warnings_to_stderr
+from qkv.cli.inputs import read_lines
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -51,8 +51,7 @@ def run_classify(args: argparse.Namespace) -> int:
 
     texts = _texts(args)
     classifier = Classifier.load(args.model)
-    with warnings_to_stderr("classify"):
-        predictions = classifier.predict(texts)
+    predictions = classifier.predict(texts)
     for text, prediction in zip(texts, predictions, strict=True):
         if args.json:
             row = {"text": text, "label": prediction.label, **prediction.probabilities}
@@ -68,8 +67,7 @@ def run_tag(args: argparse.Namespace) -> int:
 
     texts = _texts(args)
     tagger = Tagger.load(args.model)
-    with warnings_to_stderr("tag"):
-        tagged_texts = tagger.tag(texts)
+    tagged_texts = tagger.tag(texts)
     for tagged in tagged_texts:
         if args.json:
             print(json.dumps(tagged, ensure_ascii=False))

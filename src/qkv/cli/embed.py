@@ -9,7 +9,7 @@ import io
 import json
 from pathlib import Path
 
-from qkv.cli.inputs import read_lines, warnings_to_stderr
+from qkv.cli.inputs import read_lines
 
 OUTPUTS = (".jsonl", ".npy")
 
@@ -79,13 +79,12 @@ def run_embed(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     encoder = _load(args.model)
-    with warnings_to_stderr("embed"):
-        vectors = encoder.encode(
-            texts,
-            batch_size=args.batch_size,
-            normalize=not args.no_normalize,
-            truncate=args.truncate,
-        )
+    vectors = encoder.encode(
+        texts,
+        batch_size=args.batch_size,
+        normalize=not args.no_normalize,
+        truncate=args.truncate,
+    )
     if args.output is None:
         for text, vector in zip(texts, vectors.tolist(), strict=True):
             print(json.dumps({"text": text, "embedding": vector}, ensure_ascii=False))
@@ -97,8 +96,7 @@ def run_embed(args: argparse.Namespace) -> int:
 
 def run_similarity(args: argparse.Namespace) -> int:
     encoder = _load(args.model)
-    with warnings_to_stderr("similarity"):
-        a, b = encoder.encode([args.a, args.b], truncate=args.truncate)
+    a, b = encoder.encode([args.a, args.b], truncate=args.truncate)
     print(f"{float(a @ b):.6f}")
     return 0
 

@@ -7,8 +7,6 @@ import argparse
 import dataclasses
 import sys
 
-from qkv.cli.inputs import warnings_to_stderr
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -61,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     dtype = torch.bfloat16 if args.bf16 else None
     prompts = args.prompts or [""]
-    with warnings_to_stderr("generate"):
-        return _generate(lm, prompts, sampling, args.stop, dtype)
+    return _generate(lm, prompts, sampling, args.stop, dtype)
 
 
 def _generate(lm, prompts: list[str], sampling, stop: list[str], dtype) -> int:

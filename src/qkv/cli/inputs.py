@@ -63,7 +63,11 @@ def warnings_to_stderr(command: str) -> Iterator[None]:
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         print(f"qkv {command}: warning: {message}", file=sys.stderr, flush=True)
 
+    from qkv.tasks.input_checks import InputWarning
+
     with warnings.catch_warnings():
-        warnings.simplefilter("always", UserWarning)
+        # Every warning about the user's input, even a repeat; others (a library's deprecation
+        # notice inside a training loop) keep Python's once-per-place rule.
+        warnings.simplefilter("always", InputWarning)
         warnings.showwarning = show
         yield

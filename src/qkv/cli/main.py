@@ -1,7 +1,8 @@
 """Entry point of the ``qkv`` command: one subcommand per module in this package.
 
 Bad input (a ``ValueError`` from the library, a missing file) is reported as one line on stderr
-with exit code 2, never as a traceback.
+with exit code 2, never as a traceback; a library warning (an input longer than the model was
+trained on, say) as one ``qkv COMMAND: warning: ...`` line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from qkv.cli import (
     translate,
     vision,
 )
+from qkv.cli.inputs import warnings_to_stderr
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return args.run(args)
+        with warnings_to_stderr(args.command):
+            return args.run(args)
     except ModuleNotFoundError as error:
         print(
             f"qkv {args.command}: error: this command needs the package {error.name!r}; "

@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qkv.cli.inputs import warnings_to_stderr
-
 # Tokens a plot shows per axis: a heatmap grows with them (0.35 inch a token at 120 dpi; a
 # plot of 2,000 words asked for gigabytes), and past these labels can no longer be read.
 PLOT_MAX_TOKENS = 150
@@ -71,15 +69,14 @@ def run(args: argparse.Namespace) -> int:
     from qkv.tasks.run_dir import model_task
 
     task = model_task(args.model)
-    with warnings_to_stderr("plot-attention"):
-        if task == "image_classification":
-            return run_vit(args)
-        if task == "captioning":
-            return run_captioner(args)
-        _check_words(args)
-        if task in ("classification", "tagging"):
-            return run_encoder(args)
-        return run_translator(args)
+    if task == "image_classification":
+        return run_vit(args)
+    if task == "captioning":
+        return run_captioner(args)
+    _check_words(args)
+    if task in ("classification", "tagging"):
+        return run_encoder(args)
+    return run_translator(args)
 
 
 def run_translator(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Iterator
 
-from qkv.cli.inputs import STDIN, read_lines, warnings_to_stderr
+from qkv.cli.inputs import STDIN, read_lines
 
 CHUNK = 256  # lines of stdin translated together
 
@@ -52,14 +52,13 @@ def run(args: argparse.Namespace) -> int:
 
         bar = tqdm(total=len(args.text) or None, desc="translate", unit="sent", dynamic_ncols=True)
     try:
-        with warnings_to_stderr("translate"):
-            for chunk in chunks:
-                for translation in translator.translate(
-                    chunk, beam_size=args.beam, batch_size=args.batch_size
-                ):
-                    print(translation.text, flush=True)
-                if bar is not None:
-                    bar.update(len(chunk))
+        for chunk in chunks:
+            for translation in translator.translate(
+                chunk, beam_size=args.beam, batch_size=args.batch_size
+            ):
+                print(translation.text, flush=True)
+            if bar is not None:
+                bar.update(len(chunk))
     finally:
         if bar is not None:
             bar.close()

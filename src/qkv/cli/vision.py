@@ -7,8 +7,6 @@ import argparse
 import json
 from pathlib import Path
 
-from qkv.cli.inputs import warnings_to_stderr
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     classify = subparsers.add_parser(
@@ -47,8 +45,7 @@ def run_classify_image(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")
     classifier = ImageClassifier.load(args.model)
-    with warnings_to_stderr("classify-image"):
-        predictions = classifier.predict(classifier.read_images(args.images))
+    predictions = classifier.predict(classifier.read_images(args.images))
     for path, prediction in zip(args.images, predictions, strict=True):
         if args.json:
             print(
@@ -90,8 +87,7 @@ def run_caption(args: argparse.Namespace) -> int:
                 path = folder / f"strip-{index}.png"
                 save_image(strips.strip(index), path)
                 names[len(args.images) + index] = str(path)
-    with warnings_to_stderr("caption"):
-        captions = captioner.caption(images, names)
+    captions = captioner.caption(images, names)
     for name, caption, reference in zip(names, captions, references, strict=True):
         text = " ".join(caption.words)
         if args.json:

@@ -51,12 +51,17 @@ class CausalLM(Protocol):
     ) -> list[KVCache]: ...
 
 
+# The most tokens one prompt may ask for: a million tokens of text, hours of CPU generation.
+MAX_NEW_TOKENS = 1_000_000
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """How to pick each next token (see the module doc for the order they apply in).
 
     Args:
-        max_new_tokens: the most tokens generated per prompt (>= 1).
+        max_new_tokens: the most tokens generated per prompt, in ``[1, MAX_NEW_TOKENS]`` (every
+            token is kept, so an absurd count would only end when memory does).
         temperature: ``0`` for greedy, else > 0.
         top_k: keep the ``k`` best tokens (``None``: all).
         top_p: keep the smallest nucleus of probability >= ``p``, in ``(0, 1]``.
@@ -72,8 +77,11 @@ class SamplingConfig:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if not _is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(
+                f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS:,}], got "
+                f"{self.max_new_tokens!r}"
+            )
         if not _is_real(self.temperature) or self.temperature < 0:
             raise ValueError(
                 f"temperature must be a finite number > 0, or 0 for greedy, got "
