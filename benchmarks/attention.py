@@ -224,10 +224,10 @@ def mha_runners(mha: nn.MultiheadAttention) -> dict[str, Runner]:
     naive, floor = Naive(mha).eval(), Floor(mha).eval()
 
     def run_qkv(i: Inputs):
-        return ours(i.x, mask=i.keep, is_causal=i.causal).context, None
+        return ours(i.x, keep=i.keep, is_causal=i.causal).context, None
 
     def run_qkv_weights(i: Inputs):
-        out = ours(i.x, mask=i.keep, is_causal=i.causal, need_weights=True)
+        out = ours(i.x, keep=i.keep, is_causal=i.causal, need_weights=True)
         return out.context, out.weights
 
     def run_torch(i: Inputs):

@@ -62,9 +62,9 @@ def main() -> None:
                 def call(mode=mode, mha=mha, x=x, keep=keep) -> None:
                     if mode == "fwd":
                         with torch.no_grad():
-                            mha(x, mask=keep)
+                            mha(x, keep=keep)
                     else:
-                        mha(x.clone().requires_grad_(), mask=keep).context.sum().backward()
+                        mha(x.clone().requires_grad_(), keep=keep).context.sum().backward()
 
                 for variant in variants.values():  # warm-up
                     core._clear_hidden_keys = variant

@@ -129,7 +129,7 @@ def compare_speed(
     keep = padding_mask(torch.tensor([length * 3 // 4]), length)  # (1, 1, 1, T)
 
     def fused() -> Tensor:
-        return mha(x, mask=keep).context
+        return mha(x, keep=keep).context
 
     def naive() -> Tensor:
         q = mha.q_proj(x).view(1, length, heads, head_dim).transpose(1, 2)

@@ -45,7 +45,7 @@ def _grads(out, inputs):
 def test_scaled_dot_equals_sdpa_forward_and_backward(kind, need_weights, tq):
     keep, is_causal = _masks(tq, TK)[kind]
     q, k, v = _qkv(tq=tq, grad=True)
-    ours = attend(q, k, v, mask=keep, is_causal=is_causal, need_weights=need_weights).context
+    ours = attend(q, k, v, keep=keep, is_causal=is_causal, need_weights=need_weights).context
     full = combine_masks(keep, causal_mask(tq, TK) if is_causal else None)
     theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=full)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
@@ -57,7 +57,7 @@ def test_scaled_dot_equals_sdpa_forward_and_backward(kind, need_weights, tq):
 def test_weights_equal_float64_reference(kind):
     keep, is_causal = _masks()[kind]
     q, k, v = _qkv()
-    out = attend(q, k, v, mask=keep, is_causal=is_causal, need_weights=True)
+    out = attend(q, k, v, keep=keep, is_causal=is_causal, need_weights=True)
     full = combine_masks(keep, causal_mask(TQ, TK) if is_causal else None)
     ref_context, ref_weights = reference_attention(q, k, v, full)
     torch.testing.assert_close(out.weights.double(), ref_weights, atol=1e-6, rtol=1e-5)
@@ -67,8 +67,8 @@ def test_weights_equal_float64_reference(kind):
 def test_three_dim_inputs_equal_one_head():
     q, k, v = _qkv(h=1)
     keep = padding_mask(torch.tensor([TK, 2]), TK)[:, 0]  # (B, 1, Tk) for (B, Tq, Tk) inputs
-    out3 = attend(q[:, 0], k[:, 0], v[:, 0], mask=keep, need_weights=True)
-    out4 = attend(q, k, v, mask=keep[:, None], need_weights=True)
+    out3 = attend(q[:, 0], k[:, 0], v[:, 0], keep=keep, need_weights=True)
+    out4 = attend(q, k, v, keep=keep[:, None], need_weights=True)
     torch.testing.assert_close(out3.context, out4.context[:, 0])
     torch.testing.assert_close(out3.weights, out4.weights[:, 0])
 
@@ -77,7 +77,7 @@ def test_three_dim_inputs_equal_one_head():
 def test_grouped_query_attention_equals_repeated_heads(need_weights):
     q, k, v = _qkv(h=6, hkv=2)
     keep = padding_mask(torch.tensor([TK, 4]), TK)
-    grouped = attend(q, k, v, mask=keep, need_weights=need_weights).context
+    grouped = attend(q, k, v, keep=keep, need_weights=need_weights).context
     k_rep, v_rep = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)
     ref, _ = reference_attention(q, k_rep, v_rep, keep)
     torch.testing.assert_close(grouped.double(), ref, atol=1e-5, rtol=1e-5)
@@ -88,20 +88,20 @@ def test_bias_is_added_and_a_float_mask_is_refused(need_weights):
     q, k, v = _qkv()
     bias = torch.randn(1, H, TQ, TK)
     keep = padding_mask(torch.tensor([TK, 0]), TK)  # second sequence: every row empty
-    out = attend(q, k, v, mask=keep, bias=bias, need_weights=need_weights).context
+    out = attend(q, k, v, keep=keep, bias=bias, need_weights=need_weights).context
     ref, _ = reference_attention(q, k, v, keep, bias=bias)
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     with pytest.raises(ValueError, match=r"got dtype torch.float32.*bias="):
-        attend(q, k, v, mask=bias, need_weights=need_weights)
+        attend(q, k, v, keep=bias, need_weights=need_weights)
 
 
 def test_chunking_does_not_change_results(monkeypatch):
     q, k, v = _qkv(tq=11)
     keep = combine_masks(padding_mask(torch.tensor([TK, 3]), TK), causal_mask(11, TK))
-    whole = attend(q, k, v, mask=keep, need_weights=True)
+    whole = attend(q, k, v, keep=keep, need_weights=True)
     monkeypatch.setattr(core, "CHUNK_ELEMENTS", B * H * TK * 2)  # two query rows per chunk
-    chunked = attend(q, k, v, mask=keep, need_weights=True)
+    chunked = attend(q, k, v, keep=keep, need_weights=True)
     # Only BLAS blocking may differ between chunk sizes: a few ulp.
     torch.testing.assert_close(chunked.context, whole.context, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(chunked.weights, whole.weights, atol=1e-6, rtol=1e-6)
@@ -134,7 +134,7 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients(
         k,
         v,
         score=score,
-        mask=keep,
+        keep=keep,
         need_weights=need_weights,
         dropout_p=dropout_p,
         training=training,
@@ -168,7 +168,7 @@ def test_low_precision_with_large_energies_never_overflows(dtype, need_weights):
     q, k, v = _qkv(dtype=dtype, grad=True)
     big_q = (q.detach() * 30).requires_grad_()  # energies in the hundreds
     keep = padding_mask(torch.tensor([TK, 1]), TK)
-    out = attend(big_q, k, v, mask=keep, need_weights=need_weights)
+    out = attend(big_q, k, v, keep=keep, need_weights=need_weights)
     assert torch.isfinite(out.context).all()
     grads = _grads(out.context.float(), (big_q, k, v))
     assert all(torch.isfinite(g).all() for g in grads)
@@ -193,7 +193,7 @@ def test_masked_softmax_by_hand():
         (((2, 3, 4), (2, 3, 4), (2, 3, 4)), {"dropout_p": 1.0}, "dropout_p"),
         (
             ((2, 3, 4), (2, 3, 4), (2, 3, 4)),
-            {"mask": torch.ones(2, 3, 4, dtype=torch.bool)},
+            {"keep": torch.ones(2, 3, 4, dtype=torch.bool)},
             r"\(2, 3, 4\).*\(B, Tq, Tk\) = \(2, 3, 3\)",
         ),
     ],
@@ -220,7 +220,7 @@ def test_mask_polarity_true_means_attend(need_weights):
     q = torch.ones(1, 1, 1)
     k = torch.tensor([[[1.0], [5.0]]])  # key 1 would win by far if it were allowed
     v = torch.tensor([[[10.0], [20.0]]])
-    out = attend(q, k, v, mask=torch.tensor([[[True, False]]]), need_weights=need_weights)
+    out = attend(q, k, v, keep=torch.tensor([[[True, False]]]), need_weights=need_weights)
     assert out.context.item() == pytest.approx(10.0)
     if need_weights:
         assert out.weights.tolist() == [[[1.0, 0.0]]]
@@ -238,13 +238,13 @@ def test_prepared_keys_give_what_the_raw_keys_give(make_score, need_weights, hea
     value = torch.randn(*kv_lead, 5, 7)
     keep = padding_mask(torch.tensor([5, 2, 1]))  # (B, 1, 1, Tk)
     keep = keep[:, 0] if heads is None else keep
-    expected = attend(query, key, value, score=score, mask=keep, need_weights=True)
+    expected = attend(query, key, value, score=score, keep=keep, need_weights=True)
     got = attend(
         query,
         key,
         value,
         score=score,
-        mask=keep,
+        keep=keep,
         need_weights=need_weights,
         prepared_key=score.prepare(key),
     )

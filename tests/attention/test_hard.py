@@ -94,7 +94,7 @@ def test_eval_picks_the_most_likely_allowed_key_and_returns_its_value(
     score = make_score(score_name, d, seed)
     hard = HardAttention(score, mode=mode).eval()
     with torch.no_grad():
-        out = hard(query, key, value, mask=keep, generator=gen)
+        out = hard(query, key, value, keep=keep, generator=gen)
     log_probs, has_key = reference_log_probs(
         copy.deepcopy(score).double(), query.double(), key.double(), keep
     )
@@ -121,7 +121,7 @@ def test_eval_picks_the_most_likely_allowed_key_and_returns_its_value(
     # Evaluation is deterministic whatever the generator.
     with torch.no_grad():
         again = hard(
-            query, key, value, mask=keep, generator=torch.Generator().manual_seed(seed + 1)
+            query, key, value, keep=keep, generator=torch.Generator().manual_seed(seed + 1)
         )
     assert torch.equal(again.index, out.index)
 
@@ -142,7 +142,7 @@ def sample_rows(hard: HardAttention, seed: int) -> HardAttentionOutput:
     key = ENERGIES.view(1, tk, 1).expand(ROWS, tk, 1)
     value = torch.eye(tk).expand(ROWS, tk, tk)  # context = one-hot of the choice
     generator = torch.Generator().manual_seed(seed)
-    return hard(query, key, value, mask=KEEP.view(1, 1, tk), generator=generator)
+    return hard(query, key, value, keep=KEEP.view(1, 1, tk), generator=generator)
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_log_prob_is_log_of_chosen_prob_with_the_reference_gradient(mode: str) -
     query.requires_grad_()
     key.requires_grad_()
     hard = HardAttention(score, mode=mode).train()
-    out = hard(query, key, value, mask=keep, generator=torch.Generator().manual_seed(0))
+    out = hard(query, key, value, keep=keep, generator=torch.Generator().manual_seed(0))
     assert out.log_prob.dtype == torch.float32
     chosen = out.probs.gather(-1, out.index[..., None]).squeeze(-1)
     torch.testing.assert_close(out.log_prob, chosen.log())
@@ -248,7 +248,7 @@ def test_gumbel_weights_are_one_hot_forward_and_pass_gradients(tau: float) -> No
     query.requires_grad_()
     value.requires_grad_()
     hard = HardAttention(score, mode="gumbel", tau=tau).train()
-    out = hard(query, key, value, mask=keep, generator=torch.Generator().manual_seed(0))
+    out = hard(query, key, value, keep=keep, generator=torch.Generator().manual_seed(0))
     one_hot = F.one_hot(out.index, key.size(-2)).float()
     torch.testing.assert_close(out.weights.detach(), one_hot, atol=1e-6, rtol=0)
     assert keep.gather(-1, out.index[..., None]).all(), "a masked key was chosen"
@@ -261,7 +261,7 @@ def test_gumbel_weights_are_one_hot_forward_and_pass_gradients(tau: float) -> No
     assert score.weight.grad is not None and score.weight.grad.abs().sum() > 0
     query.grad = None
     # Through the context too: the value rows that were not chosen get no gradient.
-    out = hard(query, key, value, mask=keep, generator=torch.Generator().manual_seed(0))
+    out = hard(query, key, value, keep=keep, generator=torch.Generator().manual_seed(0))
     out.context.sum().backward()
     assert query.grad.abs().sum() > 0
     chosen = F.one_hot(out.index, key.size(-2)).sum(dim=-2) > 0  # (B, Tk)
@@ -289,7 +289,7 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients(
     empty = ~keep.expand(*query.shape[:-1], key.size(-2)).any(dim=-1)
     assert empty.sum() > 0 and (~empty).sum() > 0
     hard = HardAttention(score, mode=mode, tau=tau).train(training)
-    out = hard(query, key, value, mask=keep, generator=torch.Generator().manual_seed(0))
+    out = hard(query, key, value, keep=keep, generator=torch.Generator().manual_seed(0))
 
     assert (out.context[empty] == 0).all() and (out.weights[empty] == 0).all()
     assert (out.probs[empty] == 0).all()

@@ -82,19 +82,19 @@ def _encode_strip(model: ShowAttendTell, m: Callable[[Tensor], Tensor]) -> objec
 # name -> a function of the keep-mask (the boolean version must run without error)
 CASES: dict[str, Callable[[Callable[[Tensor], Tensor]], object]] = {
     "attend (fused)": lambda m: attend(
-        _x(B, H, T, D), _x(B, H, S, D), _x(B, H, S, D), mask=m(_pad4())
+        _x(B, H, T, D), _x(B, H, S, D), _x(B, H, S, D), keep=m(_pad4())
     ),
     "attend (chunked)": lambda m: attend(
-        _x(B, H, T, D), _x(B, H, S, D), _x(B, H, S, D), mask=m(_pad4()), need_weights=True
+        _x(B, H, T, D), _x(B, H, S, D), _x(B, H, S, D), keep=m(_pad4()), need_weights=True
     ),
     "attend (additive)": lambda m: attend(
-        _x(B, T, D), _x(B, S, D), _x(B, S, D), score=Additive(D, D, 4), mask=m(_pad4()[:, 0])
+        _x(B, T, D), _x(B, S, D), _x(B, S, D), score=Additive(D, D, 4), keep=m(_pad4()[:, 0])
     ),
     "MultiHeadAttention": lambda m: MultiHeadAttention(D, H)(
-        _x(B, T, D), _x(B, S, D), mask=m(_pad4())
+        _x(B, T, D), _x(B, S, D), keep=m(_pad4())
     ),
     "HardAttention": lambda m: HardAttention(ScaledDot()).eval()(
-        _x(B, T, D), _x(B, S, D), _x(B, S, D), mask=m(_pad4()[:, 0])
+        _x(B, T, D), _x(B, S, D), _x(B, S, D), keep=m(_pad4()[:, 0])
     ),
     "TransformerEncoderLayer": lambda m: TransformerEncoderLayer(D, H, 16)(
         _x(B, S, D), keep=m(_pad4())
@@ -159,8 +159,8 @@ def test_a_float_mask_is_no_longer_read_as_a_bias():
     q, k, v = _x(1, 1, 1, D), _x(1, 1, S, D), _x(1, 1, S, D)
     keep = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match=r"float32.*bias="):
-        attend(q, k, v, mask=keep, need_weights=True)
-    weights = attend(q, k, v, mask=keep.bool(), need_weights=True).weights
+        attend(q, k, v, keep=keep, need_weights=True)
+    weights = attend(q, k, v, keep=keep.bool(), need_weights=True).weights
     assert float(weights[..., 2:].sum()) == 0.0
 
 
@@ -175,4 +175,4 @@ def test_a_non_float_bias_is_refused():
 def test_a_mask_that_is_not_a_tensor_is_refused():
     q, k, v = _x(1, 1, T, D), _x(1, 1, S, D), _x(1, 1, S, D)
     with pytest.raises(ValueError, match="got list"):
-        attend(q, k, v, mask=[True] * S)
+        attend(q, k, v, keep=[True] * S)

@@ -41,7 +41,7 @@ def test_from_torch_equals_torch(cross, need_weights):
         x, memory, memory, key_padding_mask=kpm, need_weights=True, average_attn_weights=False
     )
     key = memory if cross else None
-    out = ours(x, key, key, mask=from_key_padding(kpm), need_weights=need_weights)
+    out = ours(x, key, key, keep=from_key_padding(kpm), need_weights=need_weights)
     torch.testing.assert_close(out.context, out_t, atol=1e-5, rtol=1e-5)
     if need_weights:
         assert out.weights.shape == (3, HEADS, 5, memory.size(1))
@@ -69,7 +69,7 @@ def test_gradcheck_float64():
     x = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
     m = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
     keep = padding_mask(torch.tensor([5, 2]), 5)
-    assert gradcheck(lambda x, m: mha(x, m, mask=keep).context, (x, m), eps=1e-6, atol=1e-5)
+    assert gradcheck(lambda x, m: mha(x, m, keep=keep).context, (x, m), eps=1e-6, atol=1e-5)
     assert gradcheck(lambda x: mha(x, is_causal=True).context, (x,), eps=1e-6, atol=1e-5)
 
 
@@ -116,7 +116,7 @@ def test_grouped_heads_equal_per_head_reference(kv_heads):
     keep = padding_mask(torch.tensor([5, 3]), 5)
     ref = _per_head_reference(mha, x, keep, causal=True)
     for need_weights in (False, True):
-        out = mha(x, mask=keep, is_causal=True, need_weights=need_weights).context
+        out = mha(x, keep=keep, is_causal=True, need_weights=need_weights).context
         torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
 
 
@@ -143,7 +143,7 @@ def test_kv_cache_in_chunks_with_left_padding_and_continuation():
     keep_keys = torch.ones(2, 10, dtype=torch.bool)
     keep_keys[1, :3] = False
     positions = (keep_keys.cumsum(-1) - 1).clamp_min(0)  # (B, T)
-    full = mha(x, mask=keep_keys[:, None, None, :], is_causal=True, positions=positions).context
+    full = mha(x, keep=keep_keys[:, None, None, :], is_causal=True, positions=positions).context
     cache = mha.new_cache(2)
     outs = []
     for start, end in [(0, 4), (4, 5), (5, 10)]:  # a prompt, one step, then a longer chunk
@@ -151,7 +151,7 @@ def test_kv_cache_in_chunks_with_left_padding_and_continuation():
         outs.append(
             mha(
                 x[:, start:end],
-                mask=keep,
+                keep=keep,
                 is_causal=True,
                 cache=cache,
                 positions=positions[:, start:end],
@@ -167,8 +167,8 @@ def test_static_cache_for_cross_attention():
     memory, x = torch.randn(2, 7, 10), torch.randn(2, 3, D)
     keep = padding_mask(torch.tensor([7, 4]), 7)
     cache = KVCache.static(*mha.project_kv(memory))
-    direct = mha(x, memory, mask=keep).context
-    torch.testing.assert_close(mha(x, mask=keep, cache=cache).context, direct)
+    direct = mha(x, memory, keep=keep).context
+    torch.testing.assert_close(mha(x, keep=keep, cache=cache).context, direct)
     with pytest.raises(ValueError, match="static"):
         cache.update(*mha.project_kv(memory))
 
@@ -221,7 +221,7 @@ def test_explicit_d_k_allows_any_d_model():
         ((torch.randn(2, 0, D),), {}, "query length 0"),
         (
             (torch.randn(2, 3, D),),
-            {"mask": torch.ones(2, 1, 1, 4, dtype=torch.bool)},
+            {"keep": torch.ones(2, 1, 1, 4, dtype=torch.bool)},
             r"\(2, 1, 1, 4\)",
         ),
     ],
@@ -236,7 +236,7 @@ def test_mask_polarity_true_means_attend():
     mha = MultiHeadAttention(D, HEADS).eval()
     x = torch.randn(1, 3, D)
     keep = torch.tensor([True, False, False]).view(1, 1, 1, 3)
-    out = mha(x, mask=keep, need_weights=True)
+    out = mha(x, keep=keep, need_weights=True)
     assert torch.equal(out.weights[..., 1:], torch.zeros(1, HEADS, 3, 2))
     only_first = mha.out_proj(mha.v_proj(x[:, :1])).expand(1, 3, D)
     torch.testing.assert_close(out.context, only_first)

@@ -59,7 +59,7 @@ def test_a_non_finite_query_row_gives_nan_in_that_row_only(path, score, mask, va
     q, k, v = _qkv()
     bad = q.clone()
     bad[1, 2, 3, 5] = value  # batch 1, head 2, query 3 (which sees a key under every mask)
-    kwargs = dict(score=scorer, mask=keep, is_causal=is_causal, need_weights=PATHS[path])
+    kwargs = dict(score=scorer, keep=keep, is_causal=is_causal, need_weights=PATHS[path])
     clean = attend(q, k, v, **kwargs)
     out = attend(bad, k, v, **kwargs)
     assert torch.isnan(out.context[1, 2, 3]).all()
@@ -97,7 +97,7 @@ def test_garbage_under_padded_keys_never_leaks(path, score, garbage, where, caus
         dirty_k[1, :, 3:] = GARBAGE[garbage]
     if where in ("value", "both"):
         dirty_v[1, :, 3:] = GARBAGE[garbage]
-    kwargs = dict(score=scorer, mask=keep, is_causal=causal, need_weights=PATHS[path])
+    kwargs = dict(score=scorer, keep=keep, is_causal=causal, need_weights=PATHS[path])
     q_clean, q_dirty = q.clone().requires_grad_(), q.clone().requires_grad_()
     clean = attend(q_clean, k, v, **kwargs)
     dirty = attend(q_dirty, dirty_k, dirty_v, **kwargs)
@@ -118,7 +118,7 @@ def test_garbage_with_grouped_heads_and_per_head_masks(path):
     keep[:, 2, :, 5] = False  # group 1: head 2 masks key 5, head 3 sees it
     dirty_k, dirty_v = k.clone(), v.clone()
     dirty_k[:, 0, 4:], dirty_v[:, 0, 4:] = float("nan"), float("inf")
-    kwargs = dict(mask=keep, need_weights=PATHS[path])
+    kwargs = dict(keep=keep, need_weights=PATHS[path])
     clean, dirty = attend(q, k, v, **kwargs), attend(q, dirty_k, dirty_v, **kwargs)
     torch.testing.assert_close(dirty.context, clean.context, atol=1e-6, rtol=1e-6)
 
@@ -131,8 +131,8 @@ def test_garbage_under_padding_through_a_prepared_key():
     prepared = score.prepare(k)
     dirty_prepared, dirty_v = prepared.clone(), v.clone()
     dirty_prepared[1, 3:], dirty_v[1, 3:] = float("nan"), float("nan")
-    clean = attend(q, k, v, score=score, mask=keep, prepared_key=prepared)
-    dirty = attend(q, k, dirty_v, score=score, mask=keep, prepared_key=dirty_prepared)
+    clean = attend(q, k, v, score=score, keep=keep, prepared_key=prepared)
+    dirty = attend(q, k, dirty_v, score=score, keep=keep, prepared_key=dirty_prepared)
     torch.testing.assert_close(dirty.context, clean.context, atol=1e-6, rtol=1e-6)
 
 
@@ -143,5 +143,5 @@ def test_a_key_some_query_may_see_is_not_cleared():
     keep = combine_masks(causal_mask(TQ, TK), torch.ones(TK, dtype=torch.bool))
     v = v.clone()
     v[:, :, TK - 1] = float("nan")
-    out = attend(q, k, v, mask=keep, need_weights=True).context
+    out = attend(q, k, v, keep=keep, need_weights=True).context
     assert torch.isnan(out[:, :, -1]).all()

@@ -216,8 +216,8 @@ def test_weights_sum_to_one_over_allowed_keys_and_are_zero_elsewhere(
     eye = torch.eye(s.tk).expand(s.b, s.h, s.tk, s.tk).contiguous()
     value = randn(gen, s.b, s.h, s.tk, s.d)
     with torch.no_grad():
-        out = run(chunk, query, key, eye, score=score, mask=keep, need_weights=need_weights)
-        out_v = run(chunk, query, key, value, score=score, mask=keep, need_weights=need_weights)
+        out = run(chunk, query, key, eye, score=score, keep=keep, need_weights=need_weights)
+        out_v = run(chunk, query, key, value, score=score, keep=keep, need_weights=need_weights)
     weights = out.context
     if need_weights:
         assert out.weights is not None and out.weights.shape == (s.b, s.h, s.tq, s.tk)
@@ -250,7 +250,7 @@ def test_true_means_attend_by_hand(score: Score, need_weights: bool) -> None:
     key = torch.randn(1, 3, 2)
     value = torch.tensor([[[1.0], [10.0], [100.0]]])
     keep = torch.tensor([[[True, False, True]]])  # (B, Tq, Tk)
-    out = attend(query, key, value, score=score, mask=keep, need_weights=need_weights)
+    out = attend(query, key, value, score=score, keep=keep, need_weights=need_weights)
     torch.testing.assert_close(out.context, torch.tensor([[[50.5]]]))
     if need_weights:
         torch.testing.assert_close(out.weights, torch.tensor([[[0.5, 0.0, 0.5]]]))
@@ -415,7 +415,7 @@ def test_attend_ignores_keys_and_values_at_masked_positions(
         key2[b, :, padded[b]] = garbage_like(gen, key2[b, :, padded[b]], kind)
         value2[b, :, padded[b]] = garbage_like(gen, value2[b, :, padded[b]], kind)
     score = make_score(score_name, s.d, s.seed)
-    kwargs = {"score": score, "mask": keep, "is_causal": is_causal, "need_weights": need_weights}
+    kwargs = {"score": score, "keep": keep, "is_causal": is_causal, "need_weights": need_weights}
     with torch.no_grad():
         out = run(chunk, query, key, value, **kwargs)
         out2 = run(chunk, query, key2, value2, **kwargs)
@@ -454,8 +454,8 @@ def test_multihead_ignores_padded_tokens(
     x2 = x.clone()
     x2[~real] = garbage_like(gen, x2[~real], kind)
     with torch.no_grad(), mock.patch.object(core, "CHUNK_ELEMENTS", chunk):
-        out = mha(x, mask=keep, is_causal=is_causal, need_weights=need_weights)
-        out2 = mha(x2, mask=keep, is_causal=is_causal, need_weights=need_weights)
+        out = mha(x, keep=keep, is_causal=is_causal, need_weights=need_weights)
+        out2 = mha(x2, keep=keep, is_causal=is_causal, need_weights=need_weights)
     # Real tokens (queries) see only real tokens (keys): their outputs may not move.
     torch.testing.assert_close(out2.context[real], out.context[real], atol=1e-5, rtol=1e-5)
     if need_weights:
@@ -505,7 +505,7 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients(
         key,
         value,
         score=score,
-        mask=keep,
+        keep=keep,
         bias=bias,
         is_causal=is_causal,
         dropout_p=dropout_p,
@@ -560,7 +560,7 @@ def low_precision_errors(
     """qkv's low-precision context, its max error and SDPA's same-dtype one, against float64."""
     ref, _ = reference(query, key, value, score, keep)
     q, k, v = (t.to(dtype) for t in (query, key, value))
-    ours = attend(q, k, v, score=score, mask=keep, need_weights=need_weights).context
+    ours = attend(q, k, v, score=score, keep=keep, need_weights=need_weights).context
     theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=scale)
     assert ours.dtype == dtype
     err_ours = (ours.double() - ref).abs().max().item()
@@ -642,7 +642,7 @@ def test_multihead_low_precision_with_padding_is_as_accurate_as_torch(
         ref = copy.deepcopy(theirs).double()(x64, x64, x64, key_padding_mask=ignore)[0]
         xl = x.to(dtype)
         low_theirs = copy.deepcopy(theirs).to(dtype)(xl, xl, xl, key_padding_mask=ignore)[0]
-        low_ours = copy.deepcopy(ours).to(dtype)(xl, mask=keep, need_weights=need_weights).context
+        low_ours = copy.deepcopy(ours).to(dtype)(xl, keep=keep, need_weights=need_weights).context
     assert low_ours.dtype == dtype and torch.isfinite(low_ours).all()
     err_ours = (low_ours.double() - ref).abs().max().item()
     err_torch = (low_theirs.double() - ref).abs().max().item()
@@ -666,7 +666,7 @@ def test_grouped_query_attention_equals_repeated_key_value_heads(
     key, value = randn(gen, s.b, hkv, s.tk, s.d), randn(gen, s.b, hkv, s.tk, s.d)
     keep = torch.rand(s.b, h, s.tq, s.tk, generator=gen) < 0.7
     score = make_score(score_name, s.d, s.seed)
-    kwargs = {"score": score, "mask": keep, "need_weights": need_weights}
+    kwargs = {"score": score, "keep": keep, "need_weights": need_weights}
     with torch.no_grad():
         out = run(chunk, query, key, value, **kwargs)
         # Query head i reads key/value head i // (h / hkv).
@@ -719,7 +719,7 @@ def test_causal_with_padding_and_unequal_lengths_matches_reference(
         query, key, value = query[:, 0], key[:, 0], value[:, 0]
         keep = None if keep is None else keep[:, 0]  # (B, 1, Tk)
         ref_context, ref_weights = ref_context[:, 0], ref_weights[:, 0]
-    kwargs = {"score": score, "mask": keep, "is_causal": True, "need_weights": need_weights}
+    kwargs = {"score": score, "keep": keep, "is_causal": True, "need_weights": need_weights}
     with torch.no_grad():
         out = run(chunk, query, key, value, **kwargs)
     torch.testing.assert_close(out.context.double(), ref_context, atol=ATOL, rtol=RTOL)

@@ -135,7 +135,7 @@ def test_gradcheck_through_attend(name, need_weights, monkeypatch):
     params = list(score.parameters())
 
     def fn(q, k, v, *params):
-        return attend(q, k, v, score=score, mask=keep, need_weights=need_weights).context
+        return attend(q, k, v, score=score, keep=keep, need_weights=need_weights).context
 
     assert gradcheck(fn, (q, k, v, *params), eps=1e-6, atol=1e-5)
 

@@ -61,7 +61,7 @@ def attend(
     value: Tensor,
     *,
     score: Score | None = None,
-    mask: Tensor | None = None,
+    keep: Tensor | None = None,
     bias: Tensor | None = None,
     is_causal: bool = False,
     dropout_p: float = 0.0,
@@ -77,11 +77,11 @@ def attend(
             (grouped-query attention shares each key/value head among ``H / Hkv`` query heads).
         value: ``(B, Tk, Dv)`` or ``(B, Hkv, Tk, Dv)``.
         score: a :class:`~qkv.attention.scores.Score`; defaults to :class:`ScaledDot`.
-        mask: boolean keep-mask, ``True`` = may attend, broadcastable to ``(B, H, Tq, Tk)``
+        keep: boolean keep-mask, ``True`` = may attend, broadcastable to ``(B, H, Tq, Tk)``
             (``(B, Tq, Tk)`` for 3-d inputs). Any other dtype is refused (a 0/1 integer or float
-            mask read as a bias would give padding more weight): pass ``mask.bool()``, or an
+            mask read as a bias would give padding more weight): pass ``keep.bool()``, or an
             additive float bias as ``bias``.
-        bias: additive float bias broadcastable like ``mask`` (ALiBi, relative positions).
+        bias: additive float bias broadcastable like ``keep`` (ALiBi, relative positions).
         is_causal: also apply :func:`~qkv.attention.masks.causal_mask` (bottom-right aligned).
         dropout_p: dropout on the attention weights, applied only when ``training`` is true.
         training: whether dropout is active; modules pass ``self.training``.
@@ -94,15 +94,15 @@ def attend(
         :class:`AttentionOutput` with ``context`` of shape ``(B, [H,] Tq, Dv)``.
 
     Raises:
-        ValueError: on inconsistent shapes, empty sequences or batches, a mask that is not
+        ValueError: on inconsistent shapes, empty sequences or batches, a ``keep`` that is not
             boolean, a bias that is not floating point, or dropout outside ``[0, 1)``.
     """
     score = _DEFAULT_SCORE if score is None else score
-    check_keep(mask, "mask", has_bias=True)
+    check_keep(keep, "keep", has_bias=True)
     if bias is not None and not bias.dtype.is_floating_point:
         raise ValueError(
             f"bias must be a floating-point tensor (added to the energies), got dtype "
-            f"{bias.dtype}; a boolean keep-mask goes in mask="
+            f"{bias.dtype}; a boolean keep-mask goes in keep="
         )
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
@@ -114,28 +114,28 @@ def attend(
             f"prepared_key {tuple(prepared_key.shape)} must agree with key "
             f"{tuple(key.shape)} in batch, heads and length"
         )
-    for name, tensor in (("mask", mask), ("bias", bias)):
+    for name, tensor in (("keep", keep), ("bias", bias)):
         if tensor is not None:
             check_mask(tensor, shape, name)
     unbatched_heads = query.dim() == 3
     if unbatched_heads:  # (B, T, D) -> (B, 1, T, D): one code path for both layouts
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-        mask, bias = _add_head_dim(mask), _add_head_dim(bias)
+        keep, bias = _add_head_dim(keep), _add_head_dim(bias)
         prepared_key = None if prepared_key is None else prepared_key.unsqueeze(1)
     dropout_p = dropout_p if training else 0.0
-    if mask is not None:  # garbage (even NaN or inf) under keys that no query may see never leaks
-        key, value, prepared_key = _clear_hidden_keys(mask, key, value, prepared_key)
+    if keep is not None:  # garbage (even NaN or inf) under keys that no query may see never leaks
+        key, value, prepared_key = _clear_hidden_keys(keep, key, value, prepared_key)
 
     dot = None if need_weights else score.as_dot_product(query, key)
     if dot is not None:
         q, k, scale = dot
-        context, weights = _fused(q, k, value, scale, mask, bias, is_causal, dropout_p), None
+        context, weights = _fused(q, k, value, scale, keep, bias, is_causal, dropout_p), None
     else:
         if is_causal:
-            mask = combine_masks(mask, causal_mask(shape[-2], shape[-1], device=query.device))
+            keep = combine_masks(keep, causal_mask(shape[-2], shape[-1], device=query.device))
         prepared = score.prepare(key) if prepared_key is None else prepared_key
         context, weights = _chunked(
-            query, prepared, value, score, mask, bias, dropout_p, need_weights
+            query, prepared, value, score, keep, bias, dropout_p, need_weights
         )
     if unbatched_heads:
         context = context.squeeze(1)

@@ -54,7 +54,7 @@ class HardAttention(nn.Module):
         tau: Gumbel-softmax temperature.
 
     Shape:
-        query ``(B, [H,] Tq, Dq)``, key ``(B, [H,] Tk, Dk)``, value ``(B, [H,] Tk, Dv)``, mask
+        query ``(B, [H,] Tq, Dq)``, key ``(B, [H,] Tk, Dk)``, value ``(B, [H,] Tk, Dv)``, keep
         broadcastable to ``(B, [H,] Tq, Tk)`` with ``True`` = may attend.
     """
 
@@ -74,7 +74,7 @@ class HardAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         *,
-        mask: Tensor | None = None,
+        keep: Tensor | None = None,
         generator: torch.Generator | None = None,
     ) -> HardAttentionOutput:
         if not (query.dim() == key.dim() == value.dim()) or query.dim() not in (3, 4):
@@ -90,10 +90,10 @@ class HardAttention(nn.Module):
         if key.shape[:-1] != value.shape[:-1]:
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree")
         energies = self.score(query, key)  # (B, [H,] Tq, Tk)
-        if mask is not None:
-            check_keep(mask, "mask")
-            check_mask(mask, tuple(as_4d(energies).shape), "mask")
-        probs = masked_softmax(energies, mask)  # (B, [H,] Tq, Tk), at least float32
+        if keep is not None:
+            check_keep(keep, "keep")
+            check_mask(keep, tuple(as_4d(energies).shape), "keep")
+        probs = masked_softmax(energies, keep)  # (B, [H,] Tq, Tk), at least float32
         energies = energies.to(probs.dtype)
         has_key = probs.sum(dim=-1) > 0  # (B, [H,] Tq)
         if not self.training:
@@ -106,7 +106,7 @@ class HardAttention(nn.Module):
             weights = F.one_hot(index, probs.size(-1)).to(probs.dtype)
         else:
             floor = torch.finfo(energies.dtype).min
-            logits = energies if mask is None else energies.masked_fill(~mask, floor)
+            logits = energies if keep is None else energies.masked_fill(~keep, floor)
             logits = torch.where(has_key.unsqueeze(-1), logits, 0.0)  # empty rows: any finite row
             soft = F.softmax((logits + _gumbel_noise(logits, generator)) / self.tau, dim=-1)
             index = soft.argmax(dim=-1)

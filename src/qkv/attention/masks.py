@@ -93,7 +93,7 @@ def from_key_padding(key_padding_mask: Tensor) -> Tensor:
     return ~key_padding_mask[:, None, None, :]
 
 
-def check_keep(mask: Tensor | None, name: str = "mask", *, has_bias: bool = False) -> None:
+def check_keep(mask: Tensor | None, name: str = "keep", *, has_bias: bool = False) -> None:
     """Raise ``ValueError`` unless ``mask`` is ``None`` or a boolean tensor.
 
     Integer, ``uint8`` and float 0/1 masks are refused rather than guessed at: read as an additive

@@ -41,7 +41,7 @@ class MultiHeadAttention(nn.Module):
         rotary: rotary position embedding applied to queries and keys (RoPE), or ``None``.
 
     Shape:
-        query ``(B, Tq, D)``; key ``(B, Tk, kdim)``; value ``(B, Tk, vdim)``; mask broadcastable to
+        query ``(B, Tq, D)``; key ``(B, Tk, kdim)``; value ``(B, Tk, vdim)``; keep broadcastable to
         ``(B, H, Tq, Tk)`` (``Tk`` counts cached positions too); output context ``(B, Tq, D)`` and
         per-head weights ``(B, H, Tq, Tk)`` when requested.
     """
@@ -97,7 +97,7 @@ class MultiHeadAttention(nn.Module):
         key: Tensor | None = None,
         value: Tensor | None = None,
         *,
-        mask: Tensor | None = None,
+        keep: Tensor | None = None,
         bias: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
@@ -110,7 +110,7 @@ class MultiHeadAttention(nn.Module):
             query: ``(B, Tq, D)``.
             key: ``(B, Tk, kdim)``; ``None`` for self-attention, or to use a static ``cache``.
             value: ``(B, Tk, vdim)``; defaults to ``key``.
-            mask: boolean keep-mask (``True`` = may attend) broadcastable to ``(B, H, Tq, Tk)``.
+            keep: boolean keep-mask (``True`` = may attend) broadcastable to ``(B, H, Tq, Tk)``.
             bias: additive float bias broadcastable to ``(B, H, Tq, Tk)`` (e.g. ALiBi).
             is_causal: add a bottom-right causal mask (correct for new queries after a cache).
             need_weights: return the per-head weights ``(B, H, Tq, Tk)``.
@@ -142,7 +142,7 @@ class MultiHeadAttention(nn.Module):
             q,
             k,
             v,
-            mask=mask,
+            keep=keep,
             bias=bias,
             is_causal=is_causal,
             dropout_p=self.dropout,

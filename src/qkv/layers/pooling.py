@@ -172,7 +172,7 @@ class AttentionPooling(nn.Module):
         hidden = _zero_padding(hidden, keep)
         query = self.query.to(hidden.dtype).expand(hidden.size(0), 1, -1)  # (B, 1, D)
         out = attend(
-            query, hidden, hidden, score=self.score, mask=keep[:, None, :], need_weights=True
+            query, hidden, hidden, score=self.score, keep=keep[:, None, :], need_weights=True
         )  # context (B, 1, D), weights (B, 1, T)
         return PoolOutput(out.context.squeeze(1), out.weights.squeeze(1))
 
@@ -214,7 +214,7 @@ class StructuredSelfAttention(nn.Module):
         keys = torch.tanh(self.w_s1(hidden))  # (B, T, d_a)
         queries = self.w_s2.weight.to(keys.dtype).expand(b, -1, -1)  # (B, r, d_a)
         out = attend(
-            queries, keys, hidden, score=self.score, mask=keep[:, None, :], need_weights=True
+            queries, keys, hidden, score=self.score, keep=keep[:, None, :], need_weights=True
         )  # context M (B, r, D), weights A (B, r, T)
         return PoolOutput(out.context.flatten(1), out.weights, structured_penalty(out.weights))
 

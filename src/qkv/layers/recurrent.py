@@ -272,7 +272,7 @@ class RecurrentDecoder(nn.Module):
             state.memory,
             state.memory,
             score=self.score,
-            mask=state.keep,
+            keep=state.keep,
             training=self.training,
             need_weights=need_weights,
             prepared_key=state.keys,

@@ -249,7 +249,7 @@ class RecurrentTextEncoder(nn.Module):
         hidden = self.rnn(ids, keep.sum(dim=1)).memory  # (B, T, D)
         if self.self_attn is None:
             return TextEncoding(hidden)
-        attn = self.self_attn(hidden, mask=keep[:, None, None, :], need_weights=need_weights)
+        attn = self.self_attn(hidden, keep=keep[:, None, None, :], need_weights=need_weights)
         hidden = self.norm(hidden + self.dropout(attn.context))  # (B, T, D)
         return TextEncoding(hidden, [attn.weights] if need_weights else [])
 

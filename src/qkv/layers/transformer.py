@@ -158,7 +158,7 @@ class TransformerEncoderLayer(_Residual, nn.Module):
         check_keep(keep, "keep")
         attn = self.self_attn(
             self._pre(x, self.norm1),
-            mask=keep,
+            keep=keep,
             need_weights=need_weights,
             is_causal=is_causal,
             cache=cache,
@@ -244,7 +244,7 @@ class TransformerDecoderLayer(_Residual, nn.Module):
         x = self._post(x, sa.context, self.norm1, self.dropout1)
         h = self._pre(x, self.norm2)
         ca = self.cross_attn(
-            h, memory, mask=memory_keep, cache=cross_cache, need_weights=need_weights
+            h, memory, keep=memory_keep, cache=cross_cache, need_weights=need_weights
         )
         x = self._post(x, ca.context, self.norm2, self.dropout2)
         x = self._post(x, self.ffn(self._pre(x, self.norm3)), self.norm3, self.dropout3)

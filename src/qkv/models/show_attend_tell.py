@@ -370,7 +370,7 @@ class ShowAttendTell(nn.Module):
             enc.regions,
             enc.regions,
             score=self.attention_score,
-            mask=enc.keep,
+            keep=enc.keep,
             need_weights=True,
             prepared_key=enc.prepared,
         )  # context (B, 1, D), weights (B, 1, R)
@@ -386,7 +386,7 @@ class ShowAttendTell(nn.Module):
         if self.hard is None:
             context, alpha = self._soft(query, enc)
             return beta * context, alpha, None, None, None
-        hard = self.hard(query, enc.regions, enc.regions, mask=enc.keep)
+        hard = self.hard(query, enc.regions, enc.regions, keep=enc.keep)
         probs = hard.probs[:, 0]  # (B, R), float32 or wider
         log_p = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
         entropy = -(probs * log_p).sum(-1)  # (B,); padded regions add 0 * log(tiny) = 0
