@@ -317,3 +317,29 @@ def test_bad_tau_raises_and_names_it(tau: float) -> None:
     # tau = inf divides every perturbed logit to 0 or nan: NaN weights, and always key 0.
     with pytest.raises(ValueError, match=str(tau)):
         HardAttention(ScaledDot(), mode="gumbel", tau=tau)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_a_prepared_key_gives_what_the_key_gives(mode: str, training: bool) -> None:
+    """``prepared_key=score.prepare(key)`` (Bahdanau's ``U k``, computed once per image by the
+    captioner) changes nothing: same choices, probabilities, context and gradients."""
+    torch.manual_seed(0)
+    score = Additive(6, 6, 5)
+    query, key, value = torch.randn(3, 4, 6), torch.randn(3, 7, 6), torch.randn(3, 7, 2)
+    keep = torch.rand(3, 4, 7) < 0.7
+    hard = HardAttention(score, mode=mode).train(training)
+    outs = []
+    for prepared in (None, score.prepare(key)):
+        q = query.clone().requires_grad_()
+        out = hard(q, key, value, keep=keep, generator=torch.Generator().manual_seed(1),
+                   prepared_key=prepared)  # fmt: skip
+        (grad,) = torch.autograd.grad(out.context.sum() + out.log_prob.sum(), q)
+        outs.append((out, grad))
+    (a, grad_a), (b, grad_b) = outs
+    assert torch.equal(a.index, b.index)
+    torch.testing.assert_close(b.probs, a.probs, atol=1e-6, rtol=0)
+    torch.testing.assert_close(b.context, a.context, atol=1e-6, rtol=0)
+    torch.testing.assert_close(grad_b, grad_a, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"prepared_key \(3, 6, 5\) must agree with key"):
+        hard(query, key, value, prepared_key=score.prepare(key)[:, :6])

@@ -76,7 +76,10 @@ class HardAttention(nn.Module):
         *,
         keep: Tensor | None = None,
         generator: torch.Generator | None = None,
+        prepared_key: Tensor | None = None,
     ) -> HardAttentionOutput:
+        """One key per query; ``prepared_key`` is ``score.prepare(key)`` from a caller that picks
+        among the same keys many times (a captioner, at every word), so it is computed once."""
         if not (query.dim() == key.dim() == value.dim()) or query.dim() not in (3, 4):
             raise ValueError(
                 "query, key and value must all be (B, T, D) or all (B, H, T, D), got "
@@ -89,7 +92,13 @@ class HardAttention(nn.Module):
             )
         if key.shape[:-1] != value.shape[:-1]:
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree")
-        energies = self.score(query, key)  # (B, [H,] Tq, Tk)
+        if prepared_key is not None and prepared_key.shape[:-1] != key.shape[:-1]:
+            raise ValueError(
+                f"prepared_key {tuple(prepared_key.shape)} must agree with key "
+                f"{tuple(key.shape)} in batch, heads and length"
+            )
+        prepared = self.score.prepare(key) if prepared_key is None else prepared_key
+        energies = self.score.energies(query, prepared)  # (B, [H,] Tq, Tk)
         if keep is not None:
             check_keep(keep, "keep")
             check_mask(keep, tuple(as_4d(energies).shape), "keep")

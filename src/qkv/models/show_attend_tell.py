@@ -226,6 +226,20 @@ class DecoderState:
 
 
 @dataclass(frozen=True)
+class AttentionStep:
+    """One word's attention: the gated context ``z_t (B, D)`` (eq. 13's ``beta * sum alpha a``
+    for soft attention, the chosen region's for hard), ``alpha (B, R)`` and, for hard attention
+    only, the chosen region ``choice (B,)``, its differentiable ``log_prob (B,)`` (0 where the
+    expected context was used) and the ``entropy (B,)`` of ``alpha`` in nats."""
+
+    context: Tensor
+    alpha: Tensor
+    choice: Tensor | None = None
+    log_prob: Tensor | None = None
+    entropy: Tensor | None = None
+
+
+@dataclass(frozen=True)
 class GeneratedCaptions:
     """Greedy captions: ``ids (B, L)`` (words, ``<eos>``, then ``<pad>``), ``lengths (B,)``
     words before ``<eos>``, ``attention (B, L, R)`` the map of every step (zero after the end)."""
@@ -376,17 +390,14 @@ class ShowAttendTell(nn.Module):
         )  # context (B, 1, D), weights (B, 1, R)
         return out.context[:, 0], out.weights[:, 0]
 
-    def _attend(
-        self, state: DecoderState, expected: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None, Tensor | None]:
-        """Context ``z_t (B, D)``, ``alpha (B, R)`` and, for hard attention, the choices, their
-        log-probabilities and the entropy of ``alpha`` ``(B,)``."""
+    def _attend(self, state: DecoderState, expected: Tensor | None) -> AttentionStep:
+        """The attention of the next word, from the LSTM state."""
         enc, query = state.encoded, state.h[:, None, :]  # (B, 1, hidden)
         beta = torch.sigmoid(self.gate(state.h))  # (B, 1)
         if self.hard is None:
             context, alpha = self._soft(query, enc)
-            return beta * context, alpha, None, None, None
-        hard = self.hard(query, enc.regions, enc.regions, keep=enc.keep)
+            return AttentionStep(beta * context, alpha)
+        hard = self.hard(query, enc.regions, enc.regions, keep=enc.keep, prepared_key=enc.prepared)
         probs = hard.probs[:, 0]  # (B, R), float32 or wider
         log_p = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
         entropy = -(probs * log_p).sum(-1)  # (B,); padded regions add 0 * log(tiny) = 0
@@ -395,23 +406,25 @@ class ShowAttendTell(nn.Module):
             # These strips take the expected context: nothing sampled, no REINFORCE term.
             context = torch.where(expected[:, None], self._soft(query, enc)[0], context)
             log_prob = log_prob.masked_fill(expected, 0.0)
-        return beta * context, probs.to(context.dtype), hard.index[:, 0], log_prob, entropy
+        alpha = probs.to(context.dtype)
+        return AttentionStep(beta * context, alpha, hard.index[:, 0], log_prob, entropy)
 
     def _step(
         self, tokens: Tensor, state: DecoderState, expected: Tensor | None = None
-    ) -> tuple[Tensor, DecoderState, tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]]:
-        z, alpha, choice, log_prob, entropy = self._attend(state, expected)
+    ) -> tuple[Tensor, DecoderState, AttentionStep]:
+        attention = self._attend(state, expected)
+        z = attention.context
         e = self.embed(tokens)  # (B, E)
         h, c = self.lstm(torch.cat([e, z], dim=-1), (state.h, state.c))  # (B, hidden)
         deep = e + self.out_h(self.output_dropout(h)) + self.out_z(z)  # (B, E), eq. (7)
         logits = self.output(self.output_dropout(deep))  # (B, V)
-        return logits, DecoderState(h, c, state.encoded), (alpha, choice, log_prob, entropy)
+        return logits, DecoderState(h, c, state.encoded), attention
 
     def step(self, tokens: Tensor, state: DecoderState) -> StepOutput:
         """The step protocol of :mod:`qkv.decoding`: feed ``tokens (B,)``, get log-probabilities
         ``(B, V)`` and the attention ``(B, R)`` used for them."""
-        logits, state, (alpha, *_) = self._step(tokens, state)
-        return StepOutput(logits.float().log_softmax(-1), state, alpha)
+        logits, state, attention = self._step(tokens, state)
+        return StepOutput(logits.float().log_softmax(-1), state, attention.alpha)
 
     def select_state(self, state: DecoderState, index: Tensor) -> DecoderState:
         enc = state.encoded
@@ -447,17 +460,20 @@ class ShowAttendTell(nn.Module):
         state = self.init_state(self.encode(images, keep))
         logits, steps = [], []
         for t in range(captions_in.size(1)):
-            step_logits, state, extras = self._step(captions_in[:, t], state, expected)
+            step_logits, state, attention = self._step(captions_in[:, t], state, expected)
             logits.append(step_logits)
-            steps.append(extras)
-        alphas, choices, log_probs, entropies = zip(*steps, strict=True)
-        stack = lambda xs: None if xs[0] is None else torch.stack(xs, dim=1)  # noqa: E731
+            steps.append(attention)
+
+        def stack(name: str) -> Tensor | None:  # (B, T, ...) over the steps, or None (soft)
+            values = [getattr(step, name) for step in steps]
+            return None if values[0] is None else torch.stack(values, dim=1)
+
         return CaptionOutput(
             torch.stack(logits, dim=1),  # (B, T, V)
-            torch.stack(alphas, dim=1),  # (B, T, R)
-            stack(choices),
-            stack(log_probs),
-            stack(entropies),
+            stack("alpha"),  # (B, T, R)
+            stack("choice"),
+            stack("log_prob"),
+            stack("entropy"),
         )
 
     @torch.no_grad()
