@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from qkv.attention.masks import as_4d, causal_mask, check_keep, check_mask, combine_masks
-from qkv.attention.scores import ScaledDot, Score
+from qkv.attention.scores import ScaledDot, Score, check_prepared
 
 # Upper bound on the float32 energies of one query chunk in the chunked path: 2**23 values, 32 MiB.
 CHUNK_ELEMENTS = 1 << 23
@@ -109,11 +109,7 @@ def attend(
 
     query, key, value, prepared_key = _autocast_inputs(query, key, value, prepared_key)
     shape = _check_inputs(query, key, value)  # (B, [H,] Tq, Tk)
-    if prepared_key is not None and prepared_key.shape[:-1] != key.shape[:-1]:
-        raise ValueError(
-            f"prepared_key {tuple(prepared_key.shape)} must agree with key "
-            f"{tuple(key.shape)} in batch, heads and length"
-        )
+    check_prepared(prepared_key, key)
     for name, tensor in (("keep", keep), ("bias", bias)):
         if tensor is not None:
             check_mask(tensor, shape, name)
@@ -285,8 +281,13 @@ def _fused(
         # Without a mask, SDPA's small-input CPU kernel returns a zero context for a query row
         # holding NaN or inf (with a mask, and on the chunked path, the row is NaN). NaN in, NaN
         # out: a zero would look like a fully masked row.
-        bad_row = ~query.isfinite().all(dim=-1, keepdim=True)  # (B, H, Tq, 1)
-        context = context.masked_fill(bad_row, float("nan"))
+        # On the CPU (outside torch.compile, where reading a flag back is free) a float32 row
+        # sum screens the query first: one read, far cheaper than isfinite().all(), which runs
+        # only when a row's sum is not finite (NaN or inf, or a finite row of huge entries).
+        screen = query.device.type == "cpu" and not torch.compiler.is_compiling()
+        if not screen or not bool(query.sum(dim=-1, dtype=torch.float32).isfinite().all()):
+            bad = ~query.isfinite().all(dim=-1, keepdim=True)  # (B, H, Tq, 1)
+            context = context.masked_fill(bad, float("nan"))
     return context
 
 

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from qkv.attention.core import masked_softmax
 from qkv.attention.masks import as_4d, check_keep, check_mask
-from qkv.attention.scores import Score
+from qkv.attention.scores import Score, check_prepared
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,7 @@ class HardAttention(nn.Module):
             )
         if key.shape[:-1] != value.shape[:-1]:
             raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree")
-        if prepared_key is not None and prepared_key.shape[:-1] != key.shape[:-1]:
-            raise ValueError(
-                f"prepared_key {tuple(prepared_key.shape)} must agree with key "
-                f"{tuple(key.shape)} in batch, heads and length"
-            )
+        check_prepared(prepared_key, key)
         prepared = self.score.prepare(key) if prepared_key is None else prepared_key
         energies = self.score.energies(query, prepared)  # (B, [H,] Tq, Tk)
         if keep is not None:

@@ -58,6 +58,16 @@ class Score(nn.Module):
         return None
 
 
+def check_prepared(prepared_key: Tensor | None, key: Tensor) -> None:
+    """Raise ``ValueError`` unless ``prepared_key`` (``score.prepare(key)`` kept by a caller) is
+    ``None`` or agrees with ``key`` in every dim but the last."""
+    if prepared_key is not None and prepared_key.shape[:-1] != key.shape[:-1]:
+        raise ValueError(
+            f"prepared_key {tuple(prepared_key.shape)} must agree with key "
+            f"{tuple(key.shape)} in batch, heads and length"
+        )
+
+
 def _check_last_dims(query: Tensor, key: Tensor, name: str) -> None:
     if query.size(-1) != key.size(-1):
         raise ValueError(

@@ -36,7 +36,6 @@ import torch
 from torch import Tensor
 
 from qkv.decoding.sampling import SamplingConfig
-from qkv.tasks.encoder_inputs import split_words
 from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
 
 DIGITS = 4  # decimals kept of each attention weight
@@ -172,23 +171,6 @@ def check_text(text: str, limits: Limits) -> str:
     return check_unicode(text, "the text")
 
 
-def _text_tokens(kind: str, runner: Any, text: str) -> int:
-    """How many tokens the model of ``kind`` reads for ``text``, counted by its tokenizer alone
-    (no model runs, so no lock is needed), as the ``explore_*`` function will encode it."""
-    if kind == "translation":
-        return len(runner.source_tokenizer.encode(text)) + 1  # and the end-of-sentence token
-    if kind == "language_model":
-        return len(runner.encode_prompt(text))  # names characters outside the vocabulary
-    if kind == "classification":
-        return len(runner.inputs.encode(text)[0])  # with [CLS] and [SEP], cut to max_len
-    words = split_words(text)
-    if not words:
-        raise InputError("the text has no words to tag")
-    inputs = runner.inputs
-    _, end = inputs.word_windows(words)[0]  # a long text: the tagger shows its first window
-    return len(inputs.encode_words(words[:end])[0])
-
-
 def check_text_tokens(
     kind: str, runner: Any, text: str, limits: Limits, max_new_tokens: int | None = None
 ) -> int:
@@ -201,7 +183,7 @@ def check_text_tokens(
             character-level model cannot read, a ``max_new_tokens`` out of range.
     """
     try:
-        count = _text_tokens(kind, runner, text)
+        count = runner.token_count(text)  # the tokenizer alone: no model runs, no lock needed
     except InputError:
         raise
     except ValueError as error:  # the tokenizers' own checks name what is wrong

@@ -223,6 +223,11 @@ class Classifier:
             for p in probabilities
         ]
 
+    def token_count(self, text: str) -> int:
+        """The ids :meth:`attention` reads for ``text`` (``[CLS]``/``[SEP]`` included, cut to
+        the model's length), by the tokenizer alone."""
+        return len(self.inputs.encode(one_text(text))[0])
+
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """The tokens of ``text`` (with ``[CLS]``/``[SEP]``) and each layer's self-attention
         ``(H, T, T)``, for plots (a long text is cut, with a warning)."""

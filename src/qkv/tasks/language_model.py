@@ -309,6 +309,10 @@ class LanguageModel:
         )
         return encoded
 
+    def token_count(self, text: str) -> int:
+        """The tokens of the prompt ``text`` (see :meth:`encode_prompt`)."""
+        return len(self.encode_prompt(text))
+
     def encode_prompt(self, text: str) -> list[int]:
         """The ids of a prompt; an empty prompt starts from a newline. Characters a character
         model has never seen are an error naming them."""

@@ -272,6 +272,15 @@ class Tagger:
             for words, tags in zip(sentences, self._tag(sentences, texts), strict=True)
         ]
 
+    def token_count(self, text: str) -> int:
+        """The ids :meth:`attention` reads for ``text`` (its first window), by the tokenizer
+        alone."""
+        words = split_words(one_text(text))
+        if not words:
+            raise ValueError("the text has no words to tag")
+        _, end = self.inputs.word_windows(words)[0]
+        return len(self.inputs.encode_words(words[:end])[0])
+
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """The tokens of ``text`` and each layer's self-attention ``(H, T, T)``; of a text
         longer than one window, the first window's (with a warning)."""

@@ -387,6 +387,10 @@ class Translator:
         translation, maps = self.attentions(text, beam_size=beam_size)
         return translation, maps.get("cross", [])
 
+    def token_count(self, text: str) -> int:
+        """The source tokens the encoder reads for ``text``, end of sentence included."""
+        return len(self.source_tokenizer.encode(one_text(text))) + 1
+
     def attentions(
         self, text: str, *, beam_size: int | None = None
     ) -> tuple[Translation, dict[str, list[Tensor]]]:

@@ -85,10 +85,15 @@ def check_weights(model: nn.Module, path: Path) -> None:
                     f"weights in {path}: tensor {name!r} is {tensor.dtype}, but the model "
                     f"holds {want} there"
                 )
-            if tensor.dtype.is_floating_point:
-                bad = int((~torch.isfinite(tensor)).sum())
-                if bad:
-                    raise CheckpointError(
-                        f"weights in {path}: tensor {name!r} holds {bad} NaN or infinite "
-                        f"value(s) of {tensor.numel()}"
-                    )
+            check_finite(name, tensor, path)
+
+
+def check_finite(name: str, tensor: torch.Tensor, path: Path) -> None:
+    """Refuse a floating-point weight of ``path`` holding NaN or inf, naming it and the count."""
+    if tensor.dtype.is_floating_point:
+        bad = int((~torch.isfinite(tensor)).sum())
+        if bad:
+            raise CheckpointError(
+                f"weights in {path}: tensor {name!r} holds {bad} NaN or infinite value(s) of "
+                f"{tensor.numel()}"
+            )

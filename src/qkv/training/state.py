@@ -36,7 +36,13 @@ import torch
 from torch import nn
 
 from qkv.io import atomic_write, atomic_write_json, fsync_dir
-from qkv.training.checkpoint import CheckpointError, load_weights, read_json, save_weights
+from qkv.training.checkpoint import (
+    CheckpointError,
+    check_finite,
+    load_weights,
+    read_json,
+    save_weights,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +195,7 @@ def check_checkpoint(directory: str | Path) -> None:
         _load_tensors(directory / name)
     path = directory / "model.safetensors"
     for key, tensor in _load_tensors(path).items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise CheckpointError(f"weights in {path}: tensor {key!r} holds NaN or infinite values")
+        check_finite(key, tensor, path)
 
 
 def _read_state(directory: Path) -> tuple[dict[str, Any], LoopState]:
