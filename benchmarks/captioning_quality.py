@@ -15,14 +15,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, however this is run
 
 import torch
-from report_section import log, publish, run_named
+from harness.machine import machine_description, utc_stamp
+from harness.report import log, publish, run_named
 
 from qkv.tasks.captioning import Captioner, train_captioner
-from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
 
 RUNS = {
@@ -63,7 +62,7 @@ def run_one(name: str, threads: int, overrides: list[str]) -> dict:
     for split in ("valid", "test"):
         row[split] = captioner.evaluate(split)
     row["evaluation_seconds"] = round(time.perf_counter() - began, 1)
-    row["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    row["date"] = utc_stamp()
     row["machine"] = machine_description()
     log(f"{name}: {row}")
     return row

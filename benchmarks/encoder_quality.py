@@ -16,13 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, however this is run
 
-from report_section import log, publish, run_named
+from harness.machine import machine_description, utc_stamp
+from harness.report import log, publish, run_named
 
 from qkv.tasks.classification import Classifier
-from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.tagging import Tagger
 
@@ -75,7 +74,7 @@ def run_one(name: str, threads: int) -> dict:
                 "unseen_accuracy": result.unseen_accuracy,
             }
     row["parameters"] = sum(p.numel() for p in model.model.parameters())
-    row["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    row["date"] = utc_stamp()
     row["machine"] = machine_description()
     log(f"{name}: {row}")
     return row

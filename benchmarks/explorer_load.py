@@ -32,15 +32,13 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 import httpx
-from report_section import log, splice
+from harness import ROOT
+from harness.machine import machine_description, utc_stamp
+from harness.report import log, splice
 
 from qkv.io import atomic_write_json
-from qkv.tasks.length_study import machine_description
 
-ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- explorer-load:begin -->", "<!-- explorer-load:end -->"
 SYMBOLS = "abcdefghij"
 
@@ -268,7 +266,7 @@ def main() -> int:
         clients=args.clients,
         server_threads=args.threads,
         command=command,
-        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        date=utc_stamp(),
         machine=machine_description(),
     )
     print(json.dumps(summary, indent=2))

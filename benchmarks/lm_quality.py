@@ -15,12 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from harness.machine import machine_description
 
 from qkv.decoding.sampling import SamplingConfig
 from qkv.io import atomic_write
 from qkv.tasks.language_model import LanguageModel
-from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
 from qkv.viz.curves import plot_training_curves
 

@@ -23,17 +23,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from harness import ROOT
+from harness.machine import machine_description
 
-from qkv.evaluation.bleu import BucketScore, CorpusScores  # noqa: E402
-from qkv.io import atomic_write  # noqa: E402
-from qkv.models.registry import build_config, build_model  # noqa: E402
-from qkv.tasks.length_study import StudyRow, machine_description, write_report  # noqa: E402
-from qkv.tasks.run_config import load_run_config  # noqa: E402
-from qkv.tasks.run_dir import load_model_run_config, snapshot_dir  # noqa: E402
-from qkv.training.checkpoint import read_json  # noqa: E402
-from qkv.viz.curves import plot_bleu_by_length  # noqa: E402
+from qkv.evaluation.bleu import BucketScore, CorpusScores
+from qkv.io import atomic_write
+from qkv.models.registry import build_config, build_model
+from qkv.tasks.length_study import StudyRow, write_report
+from qkv.tasks.run_config import load_run_config
+from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
+from qkv.training.checkpoint import read_json
+from qkv.viz.curves import plot_bleu_by_length
 
 MODELS = ("transformer", "rnn-bahdanau", "rnn-luong", "rnn-none")
 LENGTH_STUDY = ("rnn-none", "rnn-bahdanau", "transformer")

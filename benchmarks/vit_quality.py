@@ -21,13 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, however this is run
 
-from report_section import log, publish, run_named
+from harness.machine import machine_description, utc_stamp
+from harness.report import log, publish, run_named
 
 from qkv.tasks.image_classification import ImageClassifier
-from qkv.tasks.length_study import machine_description
 from qkv.tasks.run_config import load_run_config
 
 RUNS = {
@@ -86,7 +85,7 @@ def run_one(name: str, threads: int, *, train: bool) -> dict:
             "macro_f1": result.macro_f1,
         }
     row["parameters"] = sum(p.numel() for p in model.model.parameters())
-    row["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    row["date"] = utc_stamp()
     row["machine"] = machine_description()
     log(f"{name}: test accuracy {row['test']['accuracy']:.4f}")
     return row

@@ -1,15 +1,16 @@
-"""Shared by the benchmarks: progress lines on stderr, and writing one benchmark's section of
-``docs/benchmarks.md`` between its markers, leaving the other sections alone."""
+"""Writing what a benchmark measured: progress lines on stderr, markdown tables, and one
+benchmark's section of ``docs/benchmarks.md`` between its markers (``<!-- NAME:begin -->`` and
+``<!-- NAME:end -->``), leaving the other sections alone; for benchmarks made of named runs, the
+runs' results kept as JSON so one run can be redone without the others."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from qkv.io import atomic_write, atomic_write_json
 from qkv.training.checkpoint import read_json
@@ -17,6 +18,18 @@ from qkv.training.checkpoint import read_json
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table's lines."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def command_block(command: str) -> list[str]:
+    """The lines that show the command a section was generated with."""
+    return ["Command:", "", "```", command, "```", ""]
 
 
 def splice(path: Path, section: str, begin: str, end: str) -> None:
@@ -29,6 +42,17 @@ def splice(path: Path, section: str, begin: str, end: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def write_section(
+    section: str, out: Path, begin: str, end: str, *, raw: object, raw_path: Path | None
+) -> None:
+    """Splice ``section`` into ``out``, dump ``raw`` (the measurements) as JSON to ``raw_path``
+    when given, and print the section."""
+    splice(out, section, begin, end)
+    if raw_path:
+        raw_path.write_text(json.dumps(raw, indent=2))
+    print(section)
 
 
 def run_named(
