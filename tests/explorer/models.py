@@ -7,13 +7,12 @@ it shows of a model, not how good the model is."""
 
 from __future__ import annotations
 
-import importlib
 import random
 from pathlib import Path
 
 import yaml
 
-from qkv.cli.train import TRAINERS
+from qkv.tasks.registry import task
 from qkv.tasks.run_config import load_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +21,7 @@ KINDS = ("translation", "language_model", "classification", "tagging", "vit", "c
 
 def _train(config_path: Path, overrides: list[str]) -> None:
     config = load_run_config(config_path, overrides)
-    module, function = TRAINERS[config.task]
-    getattr(importlib.import_module(module), function)(config, progress=False, overwrite=True)
+    task(config.task).train(config, progress=False, overwrite=True)
 
 
 def _write(path: Path, config: dict) -> Path:

@@ -23,14 +23,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "encoder layer over TEXT (averaged over heads, or every head with --heads). Vision "
         "Transformers: the [CLS]-to-patch attention over the image, the rollout over all layers "
         "and each layer's head mean (or every head of --layer with --heads). Captioners: the "
-        "attention over the image for each word of the caption.",
+        "attention over the image for each word of the caption. Language models: generate a "
+        "continuation (as long as the plot has room for) and draw the causal self-attention. "
+        "An option a model's task does not take is an error naming the task.",
     )
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument(
         "text", help="the sentence to translate or encode, or the image file of a vision model"
     )
     parser.add_argument("-o", "--output", required=True, help="image file (.png, .svg or .pdf)")
-    parser.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
+    parser.add_argument("--layer", type=int, default=None, help="layer (default: last)")
     parser.add_argument("--heads", action="store_true", help="one panel per head")
     parser.add_argument(
         "--pooling",
@@ -66,147 +68,86 @@ def _check_tokens(args: argparse.Namespace, *axes: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.run_dir import model_task
+    from qkv.tasks.protocol import ImageView, ViewOptions
+    from qkv.tasks.registry import model_task
 
-    task = model_task(args.model)
-    if task == "image_classification":
-        return run_vit(args)
-    if task == "captioning":
-        return run_captioner(args)
-    _check_words(args)
-    if task in ("classification", "tagging"):
-        return run_encoder(args)
-    return run_translator(args)
-
-
-def run_translator(args: argparse.Namespace) -> int:
-    from qkv.tasks.translation import Translator
-    from qkv.viz.heatmap import plot_alignment, plot_heads
-
-    translator = Translator.load(args.model)
-    translation, layers = translator.cross_attention(args.text, beam_size=args.beam)
-    if not layers:
-        raise ValueError(
-            f"the model in {args.model} has no attention to plot (it is the fixed-context baseline)"
-        )
-    if not -len(layers) <= args.layer < len(layers):
-        raise ValueError(f"--layer {args.layer} is out of range for {len(layers)} decoder layers")
-    weights = layers[args.layer]  # (H, T, S)
-    layer = args.layer % len(layers)
-    title = f"{translation.source}\n{translation.text}"
-    src, tgt = translation.source_pieces, translation.target_pieces
-    _check_tokens(args, src, tgt)
-    if args.heads:
-        path = plot_heads(weights, src, tgt, args.output, title=f"layer {layer}: {title}")
+    spec = model_task(args.model)
+    given = {"beam": args.beam is not None, "layer": args.layer is not None,
+             "pooling": args.pooling, "heads": args.heads}  # fmt: skip
+    spec.check_options("plot-attention", [k for k, v in given.items() if v], "view")
+    if spec.input == "text":
+        _check_words(args)
+    runner = spec.load(args.model)
+    item = runner.read_image(args.text) if spec.input == "image" else args.text
+    new_tokens = 0
+    if spec.generates:  # a continuation, as long as the plot has room for
+        limit = _plot_limit(args)
+        new_tokens = runner.new_tokens(
+            runner.token_count(args.text), shown=limit, shows="a plot shows", requested=None,
+            most=limit,
+        )  # fmt: skip
+    options = ViewOptions(
+        beam=args.beam, pooling=args.pooling, new_tokens=new_tokens, name=Path(args.text).name
+    )
+    seen = runner.views(item, options)
+    if not seen.views:
+        raise ValueError(f"the model in {args.model} has no attention to plot")
+    view = seen.views[0]
+    if isinstance(view, ImageView):
+        path = _plot_image(args, view, f"{Path(args.text).name}: {seen.summary}")
     else:
-        path = plot_alignment(weights.mean(0), src, tgt, args.output, title=title)
-    print(translation.text)
+        path = _plot_tokens(args, view)
+    print(seen.summary)
     print(f"wrote {path}")
     return 0
 
 
-def run_encoder(args: argparse.Namespace) -> int:
-    from qkv.tasks.classification import Classifier
-    from qkv.tasks.run_dir import model_task
-    from qkv.tasks.tagging import Tagger
+def _layer(args: argparse.Namespace, layers: int) -> int:
+    """``--layer`` (default: the last) as an index into ``layers``."""
+    layer = -1 if args.layer is None else args.layer
+    if not -layers <= layer < layers:
+        raise ValueError(f"--layer {layer} is out of range for {layers} layers")
+    return layer % layers
+
+
+def _plot_tokens(args: argparse.Namespace, view) -> Path:
     from qkv.viz.heatmap import plot_alignment, plot_heads
 
-    if model_task(args.model) == "classification":
-        classifier = Classifier.load(args.model)
-        tokens, layers = classifier.attention(args.text)
-        prediction = classifier.predict([args.text])[0]
-        summary = f"{prediction.label} ({prediction.probabilities[prediction.label]:.2f})"
-        if args.pooling:
-            tokens, weights = classifier.pooling_weights(args.text)
-            if weights is None:
-                raise ValueError(
-                    f"the model in {args.model} pools with {classifier.model.config.pooling!r}, "
-                    "which has no weights; --pooling needs attention or structured pooling"
-                )
-            hops = [f"hop {i}" for i in range(weights.size(0))]
-            _check_tokens(args, tokens, hops)
-            path = plot_alignment(
-                weights, tokens, hops, args.output, title=args.text, axis_labels=("token", "hop")
-            )
-            print(summary)
-            print(f"wrote {path}")
-            return 0
-    elif args.pooling:
-        raise ValueError("--pooling is for classifiers; this model is a tagger")
-    else:
-        tagger = Tagger.load(args.model)
-        tokens, layers = tagger.attention(args.text)
-        summary = " ".join(f"{w}/{t}" for w, t in tagger.tag([args.text])[0])
-    if not layers:
-        raise ValueError(f"the model in {args.model} has no self-attention layers to plot")
-    if not -len(layers) <= args.layer < len(layers):
-        raise ValueError(f"--layer {args.layer} is out of range for {len(layers)} layers")
-    weights = layers[args.layer]  # (H, T, T)
-    title = f"layer {args.layer % len(layers)}: {args.text}"
-    _check_tokens(args, tokens)
+    if not view.layers:
+        raise ValueError(f"the model in {args.model} has no attention layers to plot")
+    layer = _layer(args, len(view.layers))
+    weights = view.layers[layer]  # (H, Tq, Tk)
+    _check_tokens(args, view.keys, view.queries)
+    title = f"layer {layer}: {args.text}"
     if args.heads:
-        path = plot_heads(weights, tokens, tokens, args.output, title=title)
-    else:
-        path = plot_alignment(
-            weights.mean(0), tokens, tokens, args.output, title=title, axis_labels=("key", "query")
-        )
-    print(summary)
-    print(f"wrote {path}")
-    return 0
+        return plot_heads(weights, view.keys, view.queries, args.output, title=title)
+    return plot_alignment(
+        weights.mean(0), view.keys, view.queries, args.output, title=title,
+        axis_labels=view.axis_labels,
+    )  # fmt: skip
 
 
-def run_vit(args: argparse.Namespace) -> int:
+def _plot_image(args: argparse.Namespace, view, title: str) -> Path:
+    """A layered view (a ViT's): its summary map and each layer's head mean, or every head of
+    ``--layer`` with ``--heads``; any other: every map."""
     import torch
 
-    from qkv.tasks.image_classification import ImageClassifier
     from qkv.viz.image_attention import plot_image_attention
 
-    if args.pooling:
-        raise ValueError("--pooling is for text classifiers; this model is a Vision Transformer")
-    classifier = ImageClassifier.load(args.model)
-    image = classifier.read_images([args.text])[0]
-    seen = classifier.attention(image)
-    layers = seen.cls_maps.size(0)
-    if not -layers <= args.layer < layers:
-        raise ValueError(f"--layer {args.layer} is out of range for {layers} layers")
-    if args.heads:
-        layer = args.layer % layers
-        maps = seen.cls_maps[layer]  # (H, gh, gw)
-        titles = [f"layer {layer} head {h}" for h in range(maps.size(0))]
-    else:  # the rollout, then each layer's head mean
-        maps = torch.cat([seen.rollout[None], seen.cls_maps.mean(1)])
-        titles = ["rollout"] + [f"layer {i}, head mean" for i in range(layers)]
-    summary = (
-        f"{seen.prediction.label} ({seen.prediction.probabilities[seen.prediction.label]:.2f})"
-    )
-    path = plot_image_attention(
-        image, maps, titles, args.output, title=f"{Path(args.text).name}: {summary}"
-    )
-    print(summary)
-    print(f"wrote {path}")
-    return 0
-
-
-def run_captioner(args: argparse.Namespace) -> int:
-    from qkv.data.images import read_image
-    from qkv.tasks.captioning import Captioner
-    from qkv.viz.image_attention import plot_image_attention
-
-    if args.pooling or args.heads:
-        raise ValueError("--pooling and --heads are not for captioners (one attention per word)")
-    captioner = Captioner.load(args.model)
-    image = read_image(args.text, channels=captioner.tile_shape[0])
-    caption = captioner.caption([image], [args.text])[0]
-    text = " ".join(caption.words)
-    if not caption.words:
-        raise ValueError(f"the model gave {args.text} an empty caption: nothing to plot")
-    path = plot_image_attention(
-        image,
-        caption.attention,
-        caption.words,
-        args.output,
-        title=f"{Path(args.text).name}: {text}",
-    )
-    print(text)
-    print(f"wrote {path}")
-    return 0
+    if view.layered:
+        layer = _layer(args, view.layers)
+        if args.heads:
+            group = view.groups[1 + layer]
+            maps = [(f"{group.name} {label}", grid) for label, grid in group.maps[1:]]
+        else:
+            first = view.groups[0]
+            maps = [(label, grid) for label, grid in first.maps] + [
+                (f"{group.name}, {group.maps[0][0]}", group.maps[0][1]) for group in view.groups[1:]
+            ]
+    else:
+        maps = [pair for group in view.groups for pair in group.maps]
+    if not maps:
+        raise ValueError(f"{title.split(':')[0]}: the model's output has no attention to plot")
+    grids = torch.stack([grid for _, grid in maps])
+    return plot_image_attention(view.image, grids, [label for label, _ in maps], args.output,
+                                title=title)  # fmt: skip

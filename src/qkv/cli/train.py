@@ -4,19 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import signal
-
-# The training function of each task (imported on use: a task's dependencies load only for it).
-TRAINERS = {
-    "translation": ("qkv.tasks.translation", "train_translation"),
-    "language_model": ("qkv.tasks.language_model", "train_language_model"),
-    "classification": ("qkv.tasks.classification", "train_classifier"),
-    "tagging": ("qkv.tasks.tagging", "train_tagger"),
-    "image_classification": ("qkv.tasks.image_classification", "train_image_classifier"),
-    "captioning": ("qkv.tasks.captioning", "train_captioner"),
-}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -63,6 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.tasks.registry import task as task_spec
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.run_dir import WEIGHTS_FILE, resume_config
     from qkv.training.distributed import from_environment, shutdown
@@ -92,9 +82,7 @@ def run(args: argparse.Namespace) -> int:
     )
     say(f"{verb} {config.name} ({config.family}) in {where}")
     try:
-        module, function = TRAINERS[config.task]
-        task = getattr(importlib.import_module(module), function)
-        trained = task(
+        trained = task_spec(config.task).train(
             config,
             progress=not args.quiet,
             resume=args.resume is not None,

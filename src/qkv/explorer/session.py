@@ -17,59 +17,19 @@ from typing import Any
 from torch import Tensor
 
 from qkv.data.errors import DataError
-from qkv.data.images import decode_image
 from qkv.explorer.views import (
-    IMAGE_KINDS,
     InputError,
     Limits,
     check_text,
     check_text_tokens,
     check_unicode,
-    explore_captioner,
-    explore_classification,
-    explore_language_model,
-    explore_tagging,
-    explore_translation,
-    explore_vit,
+    seen_json,
 )
-from qkv.tasks.run_dir import model_task
+from qkv.tasks.protocol import TaskSpec, ViewOptions
+from qkv.tasks.registry import model_task, tasks
 
-KIND_LABELS = {
-    "translation": "translation",
-    "language_model": "language model",
-    "classification": "text classifier",
-    "tagging": "tagger",
-    "image_classification": "Vision Transformer",
-    "captioning": "captioner",
-}
-
-
-def _load(kind: str, directory: Path) -> Any:
-    if kind == "translation":
-        from qkv.tasks.translation import Translator
-
-        return Translator.load(directory)
-    if kind == "language_model":
-        from qkv.tasks.language_model import LanguageModel
-
-        return LanguageModel.load(directory)
-    if kind == "classification":
-        from qkv.tasks.classification import Classifier
-
-        return Classifier.load(directory)
-    if kind == "tagging":
-        from qkv.tasks.tagging import Tagger
-
-        return Tagger.load(directory)
-    if kind == "image_classification":
-        from qkv.tasks.image_classification import ImageClassifier
-
-        return ImageClassifier.load(directory)
-    if kind == "captioning":
-        from qkv.tasks.captioning import Captioner
-
-        return Captioner.load(directory)
-    raise ValueError(f"{directory} holds a {kind} model, which the explorer cannot show")
+# What the page calls each task's models, from the registry.
+KIND_LABELS = {spec.name: spec.label for spec in tasks()}
 
 
 @dataclass
@@ -77,47 +37,40 @@ class ExplorerModel:
     """One loaded model: its name in requests, its task, where it came from."""
 
     name: str
-    kind: str
+    spec: TaskSpec
     directory: Path
     runner: Any = field(repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
+    def kind(self) -> str:
+        return self.spec.name
+
+    @property
     def takes_image(self) -> bool:
-        return self.kind in IMAGE_KINDS
+        return self.spec.input == "image"
 
     def describe(self) -> dict[str, Any]:
         """What the page needs to offer this model: name, task and the input it takes."""
         return {
             "name": self.name,
             "kind": self.kind,
-            "label": KIND_LABELS[self.kind],
-            "input": "image" if self.takes_image else "text",
+            "label": self.spec.label,
+            "input": self.spec.input,
         }
 
     def image(self, data: bytes, name: str, limits: Limits) -> Tensor:
-        """An uploaded image as this model's input ``uint8 (C, H, W)``: a ViT's training size;
-        for a captioner, the tile height and a whole number of tiles (resized when needed)."""
+        """An uploaded image as this model's input ``uint8 (C, H, W)`` (its runner's
+        ``decode_upload``: a ViT's training size; for a captioner, the tile height and a whole
+        number of tiles)."""
         if len(data) > limits.max_image_bytes:
             raise InputError(
                 f"{name} has {len(data):,} bytes; at most {limits.max_image_bytes:,} are accepted"
             )
-        if self.kind == "image_classification":
-            channels, height, width = self.runner.image_shape
-            size: tuple[int, int] | None = (height, width)
-        else:
-            channels, height, width = self.runner.tile_shape
-            size = None
         try:
-            image = decode_image(
-                data, channels=channels, size=size, name=name, max_side=limits.max_image_side
-            )
+            return self.runner.decode_upload(data, name, limits.max_image_side)
         except DataError as error:
             raise InputError(str(error)) from None
-        if self.kind == "captioning" and (image.size(1) != height or image.size(2) % width):
-            tiles = max(1, round(image.size(2) * height / image.size(1) / width))
-            image = decode_image(data, channels=channels, size=(height, tiles * width), name=name)
-        return image
 
     def run(
         self,
@@ -135,47 +88,34 @@ class ExplorerModel:
         Raises:
             InputError: the input does not suit the model or the limits.
         """
-        label = f"model {self.name!r} ({KIND_LABELS[self.kind]})"
+        label = f"model {self.name!r} ({self.spec.label})"
         if self.takes_image and (image is None or text is not None):
             raise InputError(f'{label} takes an image (base64 in "image"), not text')
         if not self.takes_image and (text is None or image is not None):
             raise InputError(f'{label} takes text (in "text"), not an image')
-        if max_new_tokens is not None and self.kind != "language_model":
+        if max_new_tokens is not None and not self.spec.generates:
             raise InputError("max_new_tokens is for language models")
         # Every check that the input alone decides (sizes, pixels, tokens) comes first, so that
         # bad input never waits for the lock, nor holds it while the model runs.
         new_tokens = 0
         if self.takes_image:
             check_unicode(image_name, "image_name")
-            pixels = self.image(image, image_name, limits)  # type: ignore[arg-type]
-            size = {"width": int(pixels.size(2)), "height": int(pixels.size(1))}
+            item: Any = self.image(image, image_name, limits)  # type: ignore[arg-type]
+            size = {"width": int(item.size(2)), "height": int(item.size(1))}
             described: dict[str, Any] = {"image": {"name": image_name, **size}}
         else:
-            text = check_text(text, limits)  # type: ignore[arg-type]
-            new_tokens = check_text_tokens(self.kind, self.runner, text, limits, max_new_tokens)
-            described = {"text": text}
+            item = check_text(text, limits)  # type: ignore[arg-type]
+            new_tokens = check_text_tokens(self.spec, self.runner, item, limits, max_new_tokens)
+            described = {"text": item}
+        options = ViewOptions(new_tokens=new_tokens, name=image_name)
         with self.lock:
             try:
-                if self.kind == "image_classification":
-                    result = explore_vit(self.runner, pixels)
-                elif self.kind == "captioning":
-                    result = explore_captioner(self.runner, pixels, image_name)
-                else:
-                    result = self._run_text(text, new_tokens, limits)  # type: ignore[arg-type]
+                result = seen_json(self.runner.views(item, options), limits)
             except InputError:
                 raise
             except ValueError as error:  # the library's own checks name what is wrong
                 raise InputError(str(error)) from None
         return {"model": self.name, "kind": self.kind, "input": described, **result}
-
-    def _run_text(self, text: str, new_tokens: int, limits: Limits) -> dict[str, Any]:
-        if self.kind == "translation":
-            return explore_translation(self.runner, text, limits)
-        if self.kind == "language_model":
-            return explore_language_model(self.runner, text, limits, new_tokens)
-        if self.kind == "classification":
-            return explore_classification(self.runner, text, limits)
-        return explore_tagging(self.runner, text, limits)
 
 
 class ExplorerModels:
@@ -196,12 +136,12 @@ class ExplorerModels:
         taken: set[str] = set()
         for entry in directories:
             directory = Path(entry)
-            kind = model_task(directory)
+            spec = model_task(directory)
             name, n = directory.resolve().name or "model", 2
             while name in taken:
                 name, n = f"{directory.resolve().name}-{n}", n + 1
             taken.add(name)
-            models.append(ExplorerModel(name, kind, directory, _load(kind, directory)))
+            models.append(ExplorerModel(name, spec, directory, spec.load(directory)))
         return cls(models)
 
     def __getitem__(self, name: str) -> ExplorerModel:

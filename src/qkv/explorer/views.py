@@ -18,10 +18,11 @@ and each view one of two types:
   captioner's regions).
 
 Weights are rounded to :data:`DIGITS` decimals (a page does not need more, and the JSON stays
-small). Tasks: translation (cross-attention, and the encoder's and decoder's self-attention for
-Transformers), language models (generate, then the causal self-attention over prompt and
-continuation), classification and tagging (encoder self-attention), Vision Transformers ([CLS]
-maps per layer and head, rollout) and captioners (each word's map over the strip).
+small). What each task shows is its runner's ``views`` (:mod:`qkv.tasks.protocol`): translation
+(cross-attention, and the encoder's and decoder's self-attention for Transformers), language
+models (generate, then the causal self-attention over prompt and continuation), classification
+and tagging (encoder self-attention), Vision Transformers ([CLS] maps per layer and head,
+rollout) and captioners (each word's map over the strip).
 """
 
 from __future__ import annotations
@@ -29,18 +30,19 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from qkv.decoding.sampling import SamplingConfig
 from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
+from qkv.tasks.protocol import Seen, TaskSpec, TokenView
+from qkv.tasks.registry import tasks
 
 DIGITS = 4  # decimals kept of each attention weight
-TEXT_KINDS = ("translation", "language_model", "classification", "tagging")
-IMAGE_KINDS = ("image_classification", "captioning")
+# The tasks whose models take an image (the others take text), from the registry.
+IMAGE_KINDS = tuple(spec.name for spec in tasks() if spec.input == "image")
 
 
 @dataclass(frozen=True)
@@ -172,11 +174,11 @@ def check_text(text: str, limits: Limits) -> str:
 
 
 def check_text_tokens(
-    kind: str, runner: Any, text: str, limits: Limits, max_new_tokens: int | None = None
+    spec: TaskSpec, runner: Any, text: str, limits: Limits, max_new_tokens: int | None = None
 ) -> int:
     """Refuse ``text`` when its tokens are over the limits, before the model's lock is taken:
-    every limit that the input alone decides. Returns how many tokens a language model is to
-    generate (``max_new_tokens``, or its default shortened to fit the limit; 0 for other kinds).
+    every limit that the input alone decides. Returns how many tokens a model that generates
+    is to write (``max_new_tokens``, or its default shortened to fit the limit; 0 for others).
 
     Raises:
         InputError: too many tokens (naming the count and the limit), a character a
@@ -184,140 +186,32 @@ def check_text_tokens(
     """
     try:
         count = runner.token_count(text)  # the tokenizer alone: no model runs, no lock needed
+        if spec.generates:
+            return runner.new_tokens(
+                count, shown=limits.max_tokens, shows="the explorer shows",
+                requested=max_new_tokens, most=limits.max_new_tokens,
+            )  # fmt: skip
     except InputError:
         raise
-    except ValueError as error:  # the tokenizers' own checks name what is wrong
+    except ValueError as error:  # the tokenizers' and the runner's own checks name the problem
         raise InputError(str(error)) from None
-    if kind != "language_model":
-        _check_tokens(count, limits, "the text")
-        return 0
-    limit, what = limits.max_tokens, "the explorer shows"
-    if runner.model.config.max_len < limit:
-        limit, what = runner.model.config.max_len, "this model reads"
-    if count > limit:
-        raise InputError(f"the prompt has {count} tokens; {what} at most {limit} (shorten it)")
-    if max_new_tokens is None:
-        default = min(runner.config.decode.max_new_tokens, limits.max_new_tokens)
-        return min(default, limit - count)
-    if not 0 <= max_new_tokens <= limits.max_new_tokens:
-        raise InputError(
-            f"max_new_tokens must be between 0 and {limits.max_new_tokens}, got {max_new_tokens}"
-        )
-    if count + max_new_tokens > limit:
-        raise InputError(
-            f"the prompt has {count} tokens and max_new_tokens is {max_new_tokens}: "
-            f"{count + max_new_tokens} tokens, but {what} at most {limit}; ask for at most "
-            f"{limit - count} new tokens or shorten the prompt"
-        )
-    return max_new_tokens
+    _check_tokens(count, limits, "the text")
+    return 0
 
 
-# ------------------------------------------------------------------------------- per task
-
-
-# The attentions of a translation model, in the order shown: (id, title, queries, keys) with
-# "source", "target" and "read" (what the decoder read at each step: <s>, then its outputs).
-TRANSLATION_VIEWS = (
-    ("cross", "cross-attention (target x source)", "target", "source"),
-    ("encoder", "encoder self-attention", "source", "source"),
-    ("decoder", "decoder self-attention (output step x tokens read)", "target", "read"),
-)
-
-
-def explore_translation(translator: Any, text: str, limits: Limits) -> dict[str, Any]:
-    translation, maps = translator.attentions(text)
-    source, target = translation.source_pieces, translation.target_pieces
-    _check_tokens(max(len(source), len(target)), limits, "the translation")
-    tokens = {"source": source, "target": target, "read": ["<s>", *target[:-1]]}
+def seen_json(seen: Seen, limits: Limits) -> dict[str, Any]:
+    """A runner's :class:`~qkv.tasks.protocol.Seen` as the API's ``output`` and ``views``;
+    a token view longer than ``limits.max_tokens`` is an :class:`InputError` naming what it is
+    of."""
+    longest = max(
+        (max(len(v.queries), len(v.keys)) for v in seen.views if isinstance(v, TokenView)),
+        default=0,
+    )
+    _check_tokens(longest, limits, seen.subject)
     views = [
-        token_view(view_id, title, tokens[rows], tokens[cols], maps[view_id],
-                   self_attention=view_id != "cross")
-        for view_id, title, rows, cols in TRANSLATION_VIEWS
-        if view_id in maps
-    ]  # fmt: skip
-    return {"output": {"summary": translation.text, "text": translation.text}, "views": views}
-
-
-def _encoder_views(tokens: list[str], layers: list[Tensor], limits: Limits) -> list[dict]:
-    _check_tokens(len(tokens), limits, "the text")
-    if not layers:  # e.g. a BiLSTM without its self-attention layer
-        return []
-    title = "encoder self-attention"
-    return [token_view("encoder", title, tokens, tokens, layers, self_attention=True)]
-
-
-def explore_language_model(lm: Any, text: str, limits: Limits, new_tokens: int) -> dict[str, Any]:
-    """Generate ``new_tokens`` greedily (as :func:`check_text_tokens` allowed), then the causal
-    self-attention over prompt and continuation."""
-    continuation = ""
-    if new_tokens:
-        sampling = replace(SamplingConfig(), temperature=0.0, max_new_tokens=new_tokens)
-        (continuation,) = lm.generate([text], sampling)
-    # Byte-level BPE may split the text read back otherwise than it was generated.
-    ids = lm.encode_prompt(text + continuation)
-    _check_tokens(len(ids), limits, "the prompt and its continuation")
-    tokens, layers = lm.attention(text + continuation)
-    view = token_view(
-        "decoder", "causal self-attention (prompt and continuation)", tokens, tokens, layers,
-        self_attention=True,
-    )  # fmt: skip
-    return {
-        "output": {"summary": text + continuation, "text": continuation, "prompt": text},
-        "views": [view],
-    }
-
-
-def explore_classification(classifier: Any, text: str, limits: Limits) -> dict[str, Any]:
-    views = _encoder_views(*classifier.attention(text), limits)
-    prediction = classifier.predict([text])[0]
-    probability = prediction.probabilities[prediction.label]
-    output = {
-        "summary": f"{prediction.label} ({probability:.2f})",
-        "label": prediction.label,
-        "probabilities": dict(prediction.probabilities),
-    }
-    return {"output": output, "views": views}
-
-
-def explore_tagging(tagger: Any, text: str, limits: Limits) -> dict[str, Any]:
-    views = _encoder_views(*tagger.attention(text), limits)
-    tagged = tagger.tag([text])[0]
-    output = {
-        "summary": " ".join(f"{word}/{tag}" for word, tag in tagged),
-        "tags": [[word, tag] for word, tag in tagged],
-    }
-    return {"output": output, "views": views}
-
-
-def explore_vit(classifier: Any, image: Tensor) -> dict[str, Any]:
-    seen = classifier.attention(image)
-    prediction = seen.prediction
-    layers, heads = seen.cls_maps.shape[:2]
-    groups: list[tuple[str, list[tuple[str, Tensor]]]] = [("rollout", [("rollout", seen.rollout)])]
-    for layer in range(layers):
-        maps = seen.cls_maps[layer]  # (H, gh, gw)
-        groups.append(
-            (
-                f"layer {layer}",
-                [("head mean", maps.mean(0))] + [(f"head {h}", maps[h]) for h in range(heads)],
-            )
-        )
-    probability = prediction.probabilities[prediction.label]
-    output = {
-        "summary": f"{prediction.label} ({probability:.2f})",
-        "label": prediction.label,
-        "probabilities": dict(prediction.probabilities),
-    }
-    view = image_view("vit", "[CLS] attention to the patches", image, groups)
-    return {"output": output, "views": [view]}
-
-
-def explore_captioner(captioner: Any, image: Tensor, name: str) -> dict[str, Any]:
-    caption = captioner.caption([image], [name])[0]
-    maps = [(f"{i}: {word}", caption.attention[i]) for i, word in enumerate(caption.words)]
-    view = image_view("caption", "attention over the image, word by word", image, [("words", maps)])
-    text = " ".join(caption.words)
-    return {
-        "output": {"summary": text, "caption": text, "words": list(caption.words)},
-        "views": [view],
-    }
+        token_view(v.id, v.title, v.queries, v.keys, v.layers, self_attention=v.self_attention)
+        if isinstance(v, TokenView)
+        else image_view(v.id, v.title, v.image, [(g.name, g.maps) for g in v.groups])
+        for v in seen.views
+    ]
+    return {"output": seen.output, "views": views}

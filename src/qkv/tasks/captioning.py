@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from qkv.data.images import ImageDataset, load_image_dataset
+from qkv.data.images import ImageDataset, decode_image, load_image_dataset, read_image
 from qkv.data.strips import (
     CaptionVocab,
     StripBatch,
@@ -54,7 +54,16 @@ from qkv.io import atomic_write_json
 from qkv.models.registry import build_config, build_model, config_to_dict
 from qkv.models.show_attend_tell import PRESETS, ShowAttendTell, ShowAttendTellConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
-from qkv.tasks.run_config import CaptionDataConfig, RunConfig
+from qkv.tasks.protocol import (
+    EvaluateOptions,
+    ImageView,
+    MapGroup,
+    Report,
+    Seen,
+    TaskSpec,
+    ViewOptions,
+)
+from qkv.tasks.run_config import CaptionDataConfig, PredictConfig, RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     VOCAB_FILE,
@@ -64,7 +73,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train, training_device
+from qkv.training.trainer import TrainConfig, TrainResult, train, training_device
 
 logger = logging.getLogger(__name__)
 
@@ -484,11 +493,68 @@ class Captioner:
             raise ValueError(f"count must be between 0 and {len(strips)} test strips, got {count}")
         return strips if count is None else strips.subset(slice(0, count))
 
-    def evaluate(self, split: str = "test") -> dict[str, Any]:
+    def evaluate(self, split: str = "test", *, limit: int | None = None) -> dict[str, Any]:
         """Exact match, BLEU, alignment accuracy and the number of strips on the fixed
-        ``valid`` or ``test`` strips of the model's data set."""
+        ``valid`` or ``test`` strips of the model's data set (the first ``limit`` when
+        given)."""
         strips = self.held_out(split)
+        if limit is not None:
+            strips = strips.subset(slice(0, min(limit, len(strips))))
         size = self.config.decode.batch_size  # type: ignore[union-attr]
         with torch.inference_mode():
             scores = score_strips(self.model, self.vocab, strips, size)
         return {"split": split, **scores.as_dict()}
+
+    def report(
+        self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
+    ) -> Report:
+        """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
+        result = self.evaluate(split, limit=limit)
+        lines = [
+            f"{result['split']}: {result['strips']:,} strips, {result['words']:,} words",
+            f"exact match {result['exact_match']:.4f}  BLEU {result['bleu']:.2f}",
+            f"alignment accuracy {result['alignment_accuracy']:.4f}",
+        ]
+        record = {k: v for k, v in result.items() if k != "split"}
+        return Report(split, lines, record, complete=limit is None)
+
+    def read_image(self, path: str | Path) -> Tensor:
+        """One image file as a strip ``uint8 (C, H, W)`` in the model's channels (not resized:
+        :meth:`caption` names a size that does not fit)."""
+        return read_image(path, channels=self.tile_shape[0])
+
+    def decode_upload(self, data: bytes, name: str, max_side: int) -> Tensor:
+        """An uploaded image file's bytes as a strip ``uint8 (C, H, n W)``: resized to the
+        tile height and a whole number of tiles when it is not already (no side over
+        ``max_side`` pixels is decoded)."""
+        channels, height, width = self.tile_shape
+        image = decode_image(data, channels=channels, name=name, max_side=max_side)
+        if image.size(1) != height or image.size(2) % width:
+            tiles = max(1, round(image.size(2) * height / image.size(1) / width))
+            image = decode_image(data, channels=channels, size=(height, tiles * width), name=name)
+        return image
+
+    def views(self, item: Tensor, options: ViewOptions | None = None) -> Seen:
+        """The caption of the strip ``item`` and each word's attention over it."""
+        name = (options or ViewOptions()).name
+        caption = self.caption([item], [name])[0]
+        maps = [(f"{i}: {word}", caption.attention[i]) for i, word in enumerate(caption.words)]
+        view = ImageView(
+            "caption", "attention over the image, word by word", item, [MapGroup("words", maps)]
+        )
+        text = " ".join(caption.words)
+        output = {"summary": text, "caption": text, "words": list(caption.words)}
+        return Seen(output, [view], subject="the image")
+
+
+TASK = TaskSpec(
+    name="captioning",
+    label="captioner",
+    input="image",
+    families=("show_attend_tell",),
+    sections={"data": CaptionDataConfig, "train": TrainConfig, "decode": PredictConfig},
+    train=train_captioner,
+    load=Captioner.load,
+    model_keys=frozenset({"preset"}),
+    splits=("valid", "test"),
+)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +32,20 @@ from qkv.tasks.encoder_run import (
     train_encoder_run,
 )
 from qkv.tasks.input_checks import one_text, text_list
-from qkv.tasks.run_config import RunConfig
+from qkv.tasks.protocol import (
+    EvaluateOptions,
+    ImageView,
+    Report,
+    Seen,
+    TaskSpec,
+    TokenView,
+    ViewOptions,
+    encoder_views,
+)
+from qkv.tasks.run_config import ClassificationDataConfig, PredictConfig, RunConfig
+from qkv.tasks.run_dir import check_split
 from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +185,23 @@ class ClassificationEvaluation:
     macro_f1: float
     per_label: dict[str, LabelScores]
 
+    def lines(self) -> list[str]:
+        """What ``qkv evaluate`` prints."""
+        lines = [
+            f"{self.split}: {self.examples:,} examples",
+            f"accuracy {self.accuracy:.4f}  macro-F1 {self.macro_f1:.4f}",
+        ]
+        for label, scores in self.per_label.items():
+            lines.append(
+                f"  {label:<12} precision {scores.precision:.3f}  recall {scores.recall:.3f}  "
+                f"F1 {scores.f1:.3f}  (n={scores.support})"
+            )
+        return lines
+
+    def report(self, complete: bool = True) -> Report:
+        record = {k: v for k, v in asdict(self).items() if k != "split"}
+        return Report(self.split, self.lines(), record, complete=complete)
+
 
 UNKNOWN = "the model cannot read them, so their labels mean little"
 
@@ -255,13 +284,21 @@ class Classifier:
         (ids,) = self.inputs.encode_texts([text], unknown=UNKNOWN, single=True, stacklevel=5)
         return ids
 
-    def evaluate(self, split: str = "test", corpus: ClassificationCorpus | None = None):
-        """Accuracy, macro-F1 and per-label scores on ``split`` of the model's corpus."""
-        if split not in ("train", "valid", "test"):
-            raise ValueError(f"split must be train, valid or test, got {split!r}")
+    def evaluate(
+        self,
+        split: str = "test",
+        corpus: ClassificationCorpus | None = None,
+        *,
+        limit: int | None = None,
+    ) -> ClassificationEvaluation:
+        """Accuracy, macro-F1 and per-label scores on ``split`` of the model's corpus (its
+        first ``limit`` examples when given)."""
+        check_split(split)
         data = self.config.data
         corpus = corpus or load_classification_corpus(data.corpus, **data.options)
-        examples = getattr(corpus, split)
+        examples = getattr(corpus, split)[:limit]
+        if not examples:
+            raise ValueError(f"the {split} split is empty")
         unknown = sorted({ex.label for ex in examples} - set(self.labels))
         if unknown:
             raise ValueError(f"the {split} split has labels this model never saw: {unknown}")
@@ -274,3 +311,48 @@ class Classifier:
             macro_f1(gold, predicted, labels=list(self.labels)),
             per_label_scores(gold, predicted, labels=list(self.labels)),
         )
+
+    def report(
+        self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
+    ) -> Report:
+        """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
+        return self.evaluate(split, limit=limit).report(complete=limit is None)
+
+    def views(self, item: str, options: ViewOptions | None = None) -> Seen:
+        """The label of ``item`` and the encoder's self-attention over it; with
+        ``options.pooling``, the pooling's weights over the tokens first (one row per hop)."""
+        views: list[TokenView | ImageView] = []
+        if options is not None and options.pooling:
+            tokens, weights = self.pooling_weights(item)
+            if weights is None:
+                raise ValueError(
+                    f"this model pools with {self.model.config.pooling!r}, which has no weights; "
+                    "pooling weights need attention or structured pooling"
+                )
+            hops = [f"hop {i}" for i in range(weights.size(0))]
+            views.append(
+                TokenView("pooling", "pooling weights (hop x token)", hops, tokens,
+                          [weights[None]], False, ("token", "hop"))
+            )  # fmt: skip
+        views += encoder_views(*self.attention(item))
+        prediction = self.predict([item])[0]
+        probability = prediction.probabilities[prediction.label]
+        output = {
+            "summary": f"{prediction.label} ({probability:.2f})",
+            "label": prediction.label,
+            "probabilities": dict(prediction.probabilities),
+        }
+        return Seen(output, views)
+
+
+TASK = TaskSpec(
+    name="classification",
+    label="text classifier",
+    input="text",
+    families=("encoder_classifier",),
+    sections={"data": ClassificationDataConfig, "train": TrainConfig, "decode": PredictConfig},
+    train=train_classifier,
+    load=Classifier.load,
+    model_keys=frozenset({"preset", "pretrained"}),
+    view_options=frozenset({"layer", "heads", "pooling"}),
+)

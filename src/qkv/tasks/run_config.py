@@ -25,6 +25,8 @@ from qkv.data.tokenizer import MAX_VOCAB_SIZE
 from qkv.decoding.sampling import SamplingConfig
 from qkv.models.config_values import check_values
 from qkv.models.registry import FAMILIES as MODEL_FAMILIES
+from qkv.tasks.protocol import TaskSpec
+from qkv.tasks.registry import task as task_spec
 from qkv.training.trainer import TrainConfig
 
 
@@ -219,11 +221,13 @@ class DecodeConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """``task`` decides the ``data`` and ``decode`` sections: translation (:class:`DataConfig`,
-    :class:`DecodeConfig`), language_model (:class:`LMDataConfig`, :class:`SamplingConfig`),
-    classification or tagging (:class:`ClassificationDataConfig` / :class:`TaggingDataConfig`,
-    :class:`PredictConfig`), image_classification (:class:`ImageDataConfig`) or captioning
-    (:class:`CaptionDataConfig`, both with :class:`PredictConfig`)."""
+    """``task`` decides the ``data`` and ``decode`` sections (its
+    :attr:`~qkv.tasks.protocol.TaskSpec.sections` in :mod:`qkv.tasks.registry`): translation
+    (:class:`DataConfig`, :class:`DecodeConfig`), language_model (:class:`LMDataConfig`,
+    :class:`SamplingConfig`), classification or tagging (:class:`ClassificationDataConfig` /
+    :class:`TaggingDataConfig`, :class:`PredictConfig`), image_classification
+    (:class:`ImageDataConfig`) or captioning (:class:`CaptionDataConfig`, both with
+    :class:`PredictConfig`)."""
 
     name: str
     out_dir: str
@@ -246,34 +250,6 @@ class RunConfig:
             "train": dataclasses.asdict(self.train),
             "decode": dataclasses.asdict(self.decode),
         }
-
-
-# The sections of each task.
-TASKS: dict[str, dict[str, type]] = {
-    "translation": {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig},
-    "language_model": {"data": LMDataConfig, "train": TrainConfig, "decode": SamplingConfig},
-    "classification": {
-        "data": ClassificationDataConfig,
-        "train": TrainConfig,
-        "decode": PredictConfig,
-    },
-    "tagging": {"data": TaggingDataConfig, "train": TrainConfig, "decode": PredictConfig},
-    "image_classification": {
-        "data": ImageDataConfig,
-        "train": TrainConfig,
-        "decode": PredictConfig,
-    },
-    "captioning": {"data": CaptionDataConfig, "train": TrainConfig, "decode": PredictConfig},
-}
-# The model families each task trains.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "translation": ("seq2seq_rnn", "transformer"),
-    "language_model": ("transformer_lm",),
-    "classification": ("encoder_classifier",),
-    "tagging": ("sequence_tagger",),
-    "image_classification": ("vit",),
-    "captioning": ("show_attend_tell",),
-}
 
 
 def _mapping(name: str, values: Any, example: str = "") -> dict[Any, Any]:
@@ -344,38 +320,46 @@ def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> R
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ValueError(f"unknown top-level key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
-    task = raw.get("task", "translation")
-    if not isinstance(task, str) or task not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    spec = task_spec(raw.get("task", "translation"))
     for key in ("name", "out_dir"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             raise ValueError(f"{key} must be a non-empty string, got {raw[key]!r}")
-    family, model = _model_section(raw.get("model"), task)
+    family, model = _model_section(raw.get("model"), spec)
     name = raw.get("name", default_name)
-    sections = {key: _section(key, cls, raw.get(key)) for key, cls in TASKS[task].items()}
+    sections = {key: _section(key, cls, raw.get(key)) for key, cls in spec.sections.items()}
     return RunConfig(
         name=name,
         out_dir=raw.get("out_dir", f"runs/{name}"),
         family=family,
         model=model,
-        task=task,
+        task=spec.name,
         **sections,
     )
 
 
-def _model_section(values: Any, task: str) -> tuple[str, dict[str, Any]]:
-    """The family and the other keys of the ``model`` section: a family that ``task`` trains,
-    each value of the type its config asks for (sizes and ranges are checked when the config
-    is built, once the data has decided the vocabulary)."""
-    families = " or ".join(FAMILIES[task])
+def _model_section(values: Any, spec: TaskSpec) -> tuple[str, dict[str, Any]]:
+    """The family and the other keys of the ``model`` section: a family that the task trains,
+    every key one its config or the task reads (a typo is an error naming the key, before any
+    data is loaded), each value of the type asked for (sizes and ranges are checked when the
+    config is built, once the data has decided the vocabulary)."""
+    families = " or ".join(spec.families)
     values = _mapping("model", values, f" (model.family: {families}, sizes...)")
     family = values.get("family")
     if family is None:
         raise ValueError(f"model.family is required ({families})")
-    if not isinstance(family, str) or family not in FAMILIES[task]:
-        raise ValueError(f"model.family of a {task} run must be {families}, got {family!r}")
+    if not isinstance(family, str) or family not in spec.families:
+        raise ValueError(f"model.family of a {spec.name} run must be {families}, got {family!r}")
     model = {key: value for key, value in values.items() if key != "family"}
-    check_values(MODEL_FAMILIES[family][0], model, "model")
+    config_cls = MODEL_FAMILIES[family][0]
+    check_values(config_cls, model, "model")
+    known = {f.name for f in dataclasses.fields(config_cls)} | spec.model_keys
+    unknown = sorted(set(model) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown {family} key(s) "
+            f"{', '.join(_with_suggestion('model', k, known) for k in unknown)}; known: "
+            f"{', '.join(sorted(known))}"
+        )
     return family, model
 
 

@@ -14,7 +14,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from qkv.io import remove_stale_temporaries
+from qkv.io import atomic_write_json, remove_stale_temporaries
 from qkv.tasks.run_config import RunConfig, apply_overrides, run_config_from_dict
 from qkv.training.checkpoint import CheckpointError, read_json
 from qkv.training.metrics_log import TENSORBOARD_DIR
@@ -147,9 +147,27 @@ def load_model_run_config(
         raise CheckpointError(f"{path}: {error}") from None
 
 
-def model_task(model_dir: str | Path) -> str:
-    """The task of the model in ``model_dir`` (``translation`` or ``language_model``)."""
-    directory = Path(model_dir)
-    if not (directory / CONFIG_FILE).is_file():
-        raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
-    return load_model_run_config(directory).task
+SPLITS = ("train", "valid", "test")
+RESULTS_FILE = "results.json"  # the scores of `qkv evaluate`, by split
+
+
+def check_split(split: str, splits: tuple[str, ...] = SPLITS) -> str:
+    """``split`` if it is one of ``splits``; otherwise an error naming them."""
+    if split not in splits:
+        named = " or ".join([", ".join(splits[:-1]), splits[-1]] if len(splits) > 1 else splits)
+        raise ValueError(f"split must be {named}, got {split!r}")
+    return split
+
+
+def save_results(model_dir: str | Path, split: str, record: dict) -> Path:
+    """Record the scores ``record`` under ``split`` in ``model_dir/results.json`` (other splits
+    kept); an ``OSError`` (a read-only directory) names the file. Returns its path."""
+    results_path = Path(model_dir) / RESULTS_FILE
+    results = read_json(results_path) if results_path.is_file() else {}
+    if not isinstance(results, dict):
+        raise CheckpointError(
+            f"{results_path} must hold a JSON object, got {type(results).__name__}"
+        )
+    results[split] = record
+    atomic_write_json(results_path, results)
+    return results_path

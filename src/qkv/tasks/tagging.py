@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +32,11 @@ from qkv.tasks.encoder_run import (
     train_encoder_run,
 )
 from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long, warn_unknown
-from qkv.tasks.run_config import RunConfig
+from qkv.tasks.protocol import EvaluateOptions, Report, Seen, TaskSpec, ViewOptions, encoder_views
+from qkv.tasks.run_config import PredictConfig, RunConfig, TaggingDataConfig
+from qkv.tasks.run_dir import check_split
 from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +203,18 @@ class TaggingEvaluation:
     unseen_words: int
     unseen_accuracy: float | None
 
+    def lines(self) -> list[str]:
+        """What ``qkv evaluate`` prints."""
+        lines = [
+            f"{self.split}: {self.sentences:,} sentences, {self.words:,} words",
+            f"token accuracy {self.accuracy:.4f}",
+        ]
+        if self.unseen_accuracy is not None:
+            lines.append(
+                f"on the {self.unseen_words:,} words unseen in training: {self.unseen_accuracy:.4f}"
+            )
+        return lines
+
 
 UNKNOWN = "the model cannot read them, so their tags mean little"
 
@@ -302,13 +317,19 @@ class Tagger:
         tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
         return tokens, [w[0] for w in out.attentions or []]
 
-    def evaluate(self, split: str = "test", corpus: TaggingCorpus | None = None):
-        """Token accuracy on ``split`` of the model's corpus, overall and on unseen words."""
-        if split not in ("train", "valid", "test"):
-            raise ValueError(f"split must be train, valid or test, got {split!r}")
+    def evaluate(
+        self,
+        split: str = "test",
+        corpus: TaggingCorpus | None = None,
+        *,
+        limit: int | None = None,
+    ) -> TaggingEvaluation:
+        """Token accuracy on ``split`` of the model's corpus (its first ``limit`` sentences
+        when given), overall and on words unseen in training."""
+        check_split(split)
         data = self.config.data
         corpus = corpus or load_tagging_corpus(data.corpus, **data.options)
-        sentences = getattr(corpus, split)
+        sentences = getattr(corpus, split)[:limit]
         if not sentences:
             raise ValueError(f"the {split} split is empty")
         predicted = self.tag_words([s.words for s in sentences])
@@ -329,9 +350,40 @@ class Tagger:
             sum(g == p for g, p in unseen) / len(unseen) if unseen else None,
         )
 
+    def report(
+        self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
+    ) -> Report:
+        """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
+        result = self.evaluate(split, limit=limit)
+        record = {k: v for k, v in asdict(result).items() if k != "split"}
+        return Report(split, result.lines(), record, complete=limit is None)
+
+    def views(self, item: str, options: ViewOptions | None = None) -> Seen:
+        """The tags of ``item`` and the encoder's self-attention over it."""
+        views = encoder_views(*self.attention(item))
+        tagged = self.tag([item])[0]
+        output = {
+            "summary": " ".join(f"{word}/{tag}" for word, tag in tagged),
+            "tags": [[word, tag] for word, tag in tagged],
+        }
+        return Seen(output, list(views))
+
 
 def _chunks(examples: Sequence[TaggingExample], size: int) -> Iterator[list[int]]:
     """Indices of batches of at most ``size`` examples, grouped by length."""
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].ids))
     for begin in range(0, len(order), size):
         yield order[begin : begin + size]
+
+
+TASK = TaskSpec(
+    name="tagging",
+    label="tagger",
+    input="text",
+    families=("sequence_tagger",),
+    sections={"data": TaggingDataConfig, "train": TrainConfig, "decode": PredictConfig},
+    train=train_tagger,
+    load=Tagger.load,
+    model_keys=frozenset({"preset", "pretrained"}),
+    view_options=frozenset({"layer", "heads"}),
+)

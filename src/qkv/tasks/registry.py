@@ -1,0 +1,57 @@
+"""The task registry: one row per task, naming the module that defines it.
+
+Each module holds a ``TASK`` :class:`~qkv.tasks.protocol.TaskSpec` (its configuration sections,
+model families, training function, runner and the options it takes). Modules are imported on
+first use, so a command pays only for the task it runs. ``qkv train``, ``evaluate``,
+``plot-attention``, ``serve`` and ``explore`` ask this registry and nothing else; adding a task
+is one module and one row here (ARCHITECTURE.md, "Adding a task").
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from qkv.tasks.protocol import TaskSpec
+
+# The task of a run configuration's `task:` key, and the module that defines it.
+TASKS: dict[str, str] = {
+    "translation": "qkv.tasks.translation",
+    "language_model": "qkv.tasks.language_model",
+    "classification": "qkv.tasks.classification",
+    "tagging": "qkv.tasks.tagging",
+    "image_classification": "qkv.tasks.image_classification",
+    "captioning": "qkv.tasks.captioning",
+}
+
+
+def task(name: str) -> TaskSpec:
+    """The spec of task ``name``; an unknown name is an error listing the known ones."""
+    if not isinstance(name, str) or name not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {name!r}")
+    spec = importlib.import_module(TASKS[name]).TASK
+    if not isinstance(spec, TaskSpec) or spec.name != name:
+        raise TypeError(f"{TASKS[name]}.TASK is not the TaskSpec of {name!r}")
+    return spec
+
+
+def tasks() -> list[TaskSpec]:
+    """Every registered task, in registry order."""
+    return [task(name) for name in TASKS]
+
+
+def model_task(model_dir: str | Path) -> TaskSpec:
+    """The task of the trained model (or run) in ``model_dir``; errors name the file."""
+    from qkv.tasks.run_dir import CONFIG_FILE, load_model_run_config
+
+    directory = Path(model_dir)
+    if not (directory / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
+    return task(load_model_run_config(directory).task)
+
+
+def load_runner(model_dir: str | Path) -> tuple[TaskSpec, Any]:
+    """The task of ``model_dir`` and the model loaded as its :class:`~qkv.tasks.protocol.Runner`."""
+    spec = model_task(model_dir)
+    return spec, spec.load(model_dir)
