@@ -16,9 +16,9 @@ from torch import nn
 
 from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
 from qkv.training.state import complete_checkpoints, latest_checkpoint
-from qkv.training.trainer import TrainConfig, train
+from qkv.training.trainer import TrainConfig, TrainingLoop, train
 
-from .test_trainer import dropout_problem
+from .test_trainer import dropout_problem, run
 
 STEPS = 10
 
@@ -90,6 +90,33 @@ def test_a_signal_checkpoints_without_checkpoint_every_and_the_log_resumes_exact
     assert_same_weights(reference, resumed)
     assert logged(tmp_path / "stopped") == logged(tmp_path / "straight")
     assert [r["step"] for r in logged(tmp_path / "straight") if r["train_loss"]] == ["4", "8"]
+
+
+def test_the_loop_object_stepped_by_hand_checkpoints_a_run_that_resumes_exactly(tmp_path):
+    make_model, data, loss_fn = dropout_problem()
+    problem = dict(make_model=make_model, data=data, loss_fn=loss_fn)
+    reference, _ = run(tmp_path / "straight", 10, **problem)
+    model = make_model()
+    config = TrainConfig(max_steps=10, lr=0.01, warmup_steps=3, checkpoint_every=3, log_every=1)
+    loop = TrainingLoop(
+        model,
+        loss_fn=loss_fn,
+        batches=lambda epoch, start: data[start:],
+        config=config,
+        run_dir=tmp_path / "by-hand",
+    )
+    model.train()
+    for batch in data[:2]:
+        loop.step([batch])
+        assert loop.after_step() is None
+    assert (loop.state.step, loop.state.batches_in_epoch) == (2, 2)
+    saved = loop.checkpoint(always=True)
+    loop.log.close()
+    assert saved is not None and saved.name == "step-000000002"
+    resumed, result = run(tmp_path / "by-hand", 10, resume=True, **problem)
+    assert result.steps == 10
+    for a, b in zip(reference.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_a_periodic_checkpoint_inside_a_logging_window_resumes_the_log_exactly(tmp_path):

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from qkv.io import atomic_write, atomic_write_json, fsync_dir
+from qkv.io import atomic_write, atomic_write_json, fsync_dir, remove_stale_temporaries
 from qkv.training.checkpoint import (
     CheckpointError,
     check_finite,
@@ -43,6 +43,7 @@ from qkv.training.checkpoint import (
     read_json,
     save_weights,
 )
+from qkv.training.distributed import Distributed
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +184,34 @@ def load_checkpoint(
         ) from None
     _restore_rng(_load_tensors(directory / "rng.safetensors"), state)
     return loop
+
+
+def resume_run(
+    run_dir: Path | None,
+    *,
+    model: nn.Module,
+    optimiser: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scaler: torch.amp.GradScaler | None = None,
+    distributed: Distributed | None = None,
+) -> LoopState:
+    """Continue the run in ``run_dir``: remove the temporaries that killed writes left (rank 0),
+    load the checkpoint rank 0 chose (:func:`latest_checkpoint`) on every rank
+    (:func:`load_checkpoint`) and return its loop position; an error when there is none."""
+    dist_ = distributed or Distributed()
+    if run_dir is not None and dist_.main:
+        for path in remove_stale_temporaries(run_dir):
+            logger.info("removed %s, left by a write that was killed", path)
+    checkpoint = None if run_dir is None else latest_checkpoint(run_dir)
+    checkpoint = dist_.from_main(checkpoint)  # every rank resumes from rank 0's choice
+    if checkpoint is None:
+        raise CheckpointError(
+            f"nothing to resume: {run_dir}/{CHECKPOINTS} holds no complete checkpoint (a run "
+            "saves one every train.checkpoint_every steps and when a signal stops it)"
+        )
+    return load_checkpoint(
+        checkpoint, model=model, optimiser=optimiser, scheduler=scheduler, scaler=scaler
+    )
 
 
 def check_checkpoint(directory: str | Path) -> None:
