@@ -52,6 +52,7 @@ def test_every_preset_gives_logits_of_the_right_shape(preset: str):
     assert out.logits.shape == (len(LENGTHS), K) and torch.isfinite(out.logits).all()
     c = model.config
     assert (out.penalty is not None) == (c.pooling == "structured")
+    c = c.text  # the encoder's sizes
     if c.encoder == "transformer":
         assert len(out.attentions) == c.num_layers
         assert all(a.shape == (4, c.num_heads, 6, 6) for a in out.attentions)
@@ -138,7 +139,7 @@ def test_a_ready_made_encoder_can_replace_the_built_one():
     class Wrapped(nn.Module):  # the call of a pretrained BERT: .hidden and .attentions
         def __init__(self) -> None:
             super().__init__()
-            config = EncoderClassifierConfig.preset("tiny", V, K).encoder_config()
+            config = EncoderClassifierConfig.preset("tiny", V, K).text
             self.inner = TransformerTextEncoder(config)
 
         def forward(self, ids, *, keep=None, need_weights=False):
@@ -186,7 +187,7 @@ def test_the_registry_builds_both_families_from_plain_values():
 def test_config_errors_name_the_bad_value(overrides, message):
     values = {"vocab_size": V, "num_labels": K, **overrides}
     with pytest.raises(ValueError, match=message):
-        EncoderClassifierConfig(**values)
+        EncoderClassifierConfig.from_flat(values)
 
 
 def test_unknown_preset_names_the_known_ones():

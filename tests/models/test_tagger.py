@@ -43,7 +43,7 @@ def test_every_preset_gives_one_row_of_logits_per_position(preset: str):
     with torch.no_grad():
         out = model(ids, keep=keep, need_weights=True)
     assert out.logits.shape == (4, 6, K) and torch.isfinite(out.logits).all()
-    c = model.config
+    c = model.config.text
     layers = c.num_layers if c.encoder == "transformer" else int(c.self_attention)
     assert len(out.attentions) == layers
     assert all(a.shape == (4, c.num_heads, 6, 6) for a in out.attentions)
@@ -119,7 +119,7 @@ def test_the_registry_builds_a_tagger_from_plain_values():
 def test_config_errors_name_the_bad_value(overrides, message):
     values = {"vocab_size": V, "num_tags": K, **overrides}
     with pytest.raises(ValueError, match=message):
-        SequenceTaggerConfig(**values)
+        SequenceTaggerConfig.from_flat(values)
 
 
 def test_input_errors_name_the_bad_value():

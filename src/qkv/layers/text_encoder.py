@@ -18,7 +18,7 @@ same call, ``encoder(ids, *, keep, need_weights) -> obj with .hidden (B, T, D) a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -46,7 +46,7 @@ POSITIONS = ("learned", "sinusoidal")
 
 @dataclass(frozen=True)
 class TextEncoderConfig:
-    """Sizes of a text encoder; the models' configs build one from their own fields.
+    """Sizes of a text encoder; the classifier's and the tagger's configs nest one (``text``).
 
     Args:
         vocab_size: ``V``; pad_id: the padding id (its embedding is zero and gets no gradient).
@@ -106,11 +106,6 @@ class TextEncoderConfig:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
             )
-
-    @classmethod
-    def from_fields(cls, config: object) -> TextEncoderConfig:
-        """The encoder's part of a model config that has all of this class's fields."""
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

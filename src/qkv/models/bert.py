@@ -26,46 +26,19 @@ from torch import Tensor, nn
 from qkv.attention.masks import check_keep
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.transformer import TransformerEncoder
+from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.outputs import BertOutput
+from qkv.models.presets import PRESETS as TABLE
+from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, transformer_layers
 
-# Named sizes: all-MiniLM-L6-v2's encoder (Wang et al. 2020, "MiniLM"), BERT base, a test size.
-PRESETS: dict[str, dict[str, object]] = {
-    "tiny": dict(
-        vocab_size=128,
-        hidden_size=32,
-        num_layers=2,
-        num_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        dropout=0.0,
-        attention_dropout=0.0,
-    ),
-    "minilm-l6": dict(
-        vocab_size=30522,
-        hidden_size=384,
-        num_layers=6,
-        num_heads=12,
-        intermediate_size=1536,
-        max_position_embeddings=512,
-        type_vocab_size=2,
-        layer_norm_eps=1e-12,
-    ),
-    "bert-base": dict(
-        vocab_size=30522,
-        hidden_size=768,
-        num_layers=12,
-        num_heads=12,
-        intermediate_size=3072,
-        max_position_embeddings=512,
-        type_vocab_size=2,
-        layer_norm_eps=1e-12,
-    ),
-}
+# Named sizes (all of them live in qkv.models.presets): all-MiniLM-L6-v2's encoder, BERT base, a
+# test size.
+PRESETS = TABLE["bert"]
 
 
 @dataclass(frozen=True)
-class BertConfig:
+class BertConfig(Presets, family="bert"):
     """Sizes of a :class:`BertEncoder`; the defaults are BERT base's (110M parameters).
 
     Args:
@@ -95,32 +68,19 @@ class BertConfig:
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(
+            self,
+            ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+             "max_position_embeddings", "type_vocab_size"),
+        )  # fmt: skip
         if self.hidden_size % self.num_heads != 0:
             raise ValueError(
                 f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}"
             )
-        for name in ("dropout", "attention_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        check_fractions(self, ("dropout", "attention_dropout"))
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+        check_choice("activation", self.activation, sorted(ACTIVATIONS))
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
                 f"pad_token_id must be in [0, vocab_size={self.vocab_size}), "
@@ -138,13 +98,6 @@ class BertConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_heads
-
-    @classmethod
-    def preset(cls, name: str, **overrides: object) -> BertConfig:
-        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        return cls(**{**PRESETS[name], **overrides})  # type: ignore[arg-type]
 
 
 class BertEncoder(nn.Module):

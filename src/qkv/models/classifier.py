@@ -18,198 +18,78 @@ the loss ``CE + penalty_weight * ||A A^T - I||_F^2`` (section 2.2; the penalty i
 Devlin et al. 2019).
 
 The encoder is any module called as ``encoder(ids, *, keep, need_weights)`` that returns an
-object with ``.hidden (B, T, D)`` and ``.attentions``. ``encoder="bert"`` builds a
-:class:`~qkv.models.bert.BertEncoder` from the config's ``bert`` field (the architecture of the
-pretrained encoder a task fine-tunes, e.g. all-MiniLM-L6-v2; the task loads its weights); any
-other ready-made one can be passed as ``EncoderClassifier(config, encoder=..., encoder_dim=D)``.
+object with ``.hidden (B, T, D)`` and ``.attentions``. The config's ``text`` builds qkv's text
+encoder; its ``bert`` (in a flat model section, ``encoder: bert``) builds a
+:class:`~qkv.models.bert.BertEncoder` (the architecture of the pretrained encoder a task
+fine-tunes, e.g. all-MiniLM-L6-v2; the task loads its weights); any other ready-made one can be
+passed as ``EncoderClassifier(config, encoder=..., encoder_dim=D)``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from qkv.layers.pooling import POOLINGS, build_pooling
-from qkv.layers.text_encoder import TextEncoderConfig, build_text_encoder
-from qkv.models.bert import BertConfig, BertEncoder
-from qkv.models.config_values import check_values
+from qkv.layers.text_encoder import TextEncoderConfig
+from qkv.models.config_values import check_choice, check_positive_ints
 from qkv.models.outputs import ClassifierOutput
-from qkv.models.sizes import check_parameters, recurrent_layers, transformer_layers
+from qkv.models.presets import PRESETS as TABLE
+from qkv.models.presets import Presets
+from qkv.models.sequence_encoder import NestedTextEncoder, build_encoder
 
-if TYPE_CHECKING:
-    from qkv.models.tagger import SequenceTaggerConfig
+__all__ = ["PRESETS", "EncoderClassifier", "EncoderClassifierConfig"]
 
-__all__ = [
-    "PRESETS",
-    "EncoderClassifier",
-    "EncoderClassifierConfig",
-    "build_encoder",
-    "encoder_width",
-]
-
-# Named sizes; the vocabulary and the labels come from the task.
-PRESETS: dict[str, dict[str, object]] = {
-    "tiny": dict(
-        d_model=32,
-        num_heads=2,
-        num_layers=1,
-        d_ff=64,
-        dropout=0.0,
-        max_len=64,
-        pooling="mean",
-        hops=2,
-        attention_dim=16,
-    ),
-    "transformer-small": dict(
-        d_model=256,
-        num_heads=4,
-        num_layers=4,
-        d_ff=1024,
-        max_len=512,
-        pooling="cls",
-    ),
-    # Lin et al. 2017's sizes: u = 300 units per direction, d_a = 350, r = 30, penalty weight 1.
-    "bilstm-attention": dict(
-        encoder="bilstm",
-        d_model=600,
-        num_layers=1,
-        dropout=0.5,
-        max_len=1024,
-        pooling="structured",
-        hops=30,
-        attention_dim=350,
-        penalty_weight=1.0,
-    ),
-}
+# Named sizes (all of them live in qkv.models.presets); the vocabulary and the labels come from
+# the task.
+PRESETS = TABLE["encoder_classifier"]
 
 
 @dataclass(frozen=True)
-class EncoderClassifierConfig:
+class EncoderClassifierConfig(
+    NestedTextEncoder, Presets, family="encoder_classifier", sizes=("vocab_size", "num_labels")
+):
     """Sizes of an :class:`EncoderClassifier`.
 
+    A run configuration's model section (and a trained model's ``config.json``) spells it flat,
+    the text encoder's keys beside the head's: :mod:`qkv.models.sequence_encoder`.
+
     Args:
-        vocab_size: ``V``; num_labels: ``K``; pad_id: the padding id.
-        encoder, d_model, num_heads, num_layers, d_ff, dropout, max_len, positions,
-            self_attention, cell: the text encoder's (:class:`TextEncoderConfig`); ``dropout``
-            also applies to the pooled vector.
+        text: the text encoder's (:class:`TextEncoderConfig`: vocabulary, encoder, widths,
+            dropout, ...); ``None`` beside ``bert``.
+        num_labels: ``K``.
         pooling: ``"cls"`` (position 0, a prepended ``[CLS]``), ``"mean"``, ``"max"``,
             ``"attention"`` (one learned additive query) or ``"structured"`` (Lin et al. 2017).
         hops: ``r`` of structured pooling; attention_dim: the hidden width of the attention and
             structured poolings' scores (``d_a``).
         penalty_weight: the coefficient of the structured penalty in the training loss (the
             other poolings return no penalty).
-        bert: with ``encoder="bert"``, the :class:`~qkv.models.bert.BertConfig` fields of the
-            encoder (its other encoder fields are then unused).
+        bert: a BERT-family encoder instead of ``text``: its
+            :class:`~qkv.models.bert.BertConfig` fields (the architecture of the pretrained
+            encoder a task fine-tunes, e.g. all-MiniLM-L6-v2; the task loads its weights).
+        dropout: on the pooled vector; ``None``: the text encoder's (0.1 beside BERT).
     """
 
-    PRESETS: ClassVar[dict[str, dict[str, object]]] = PRESETS
-
-    vocab_size: int
+    text: TextEncoderConfig | None
     num_labels: int
-    encoder: str = "transformer"
-    d_model: int = 256
-    num_heads: int = 4
-    num_layers: int = 2
-    d_ff: int = 1024
-    dropout: float = 0.1
-    max_len: int = 512
-    positions: str = "learned"
     pooling: str = "cls"
     hops: int = 1
     attention_dim: int = 128
     penalty_weight: float = 0.0
-    self_attention: bool = False
-    cell: str = "lstm"
-    pad_id: int = 0
     bert: dict[str, Any] | None = None
+    dropout: float | None = None
 
     def __post_init__(self) -> None:
-        check_encoder_fields(self)
-        for name in ("num_labels", "hops", "attention_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        self.check_encoder()
+        check_positive_ints(self, ("num_labels", "hops", "attention_dim"))
+        check_choice("pooling", self.pooling, POOLINGS)
         weight = self.penalty_weight
         if not isinstance(weight, int | float) or not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"penalty_weight must be a finite number >= 0, got {weight!r}")
-
-    def encoder_config(self) -> TextEncoderConfig:
-        """The text encoder's part of this config."""
-        return TextEncoderConfig.from_fields(self)
-
-    @classmethod
-    def preset(
-        cls, name: str, vocab_size: int, num_labels: int, **overrides: object
-    ) -> EncoderClassifierConfig:
-        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        values = {**PRESETS[name], **overrides}
-        return cls(vocab_size=vocab_size, num_labels=num_labels, **values)  # type: ignore[arg-type]
-
-
-def check_encoder_fields(config: EncoderClassifierConfig | SequenceTaggerConfig) -> None:
-    """Validate a classifier's or tagger's encoder fields: the BERT config when
-    ``encoder="bert"`` (its vocabulary must be the model's), else the text encoder's."""
-    if config.encoder != "bert":
-        if config.bert is not None:
-            raise ValueError(f"bert is set, but encoder={config.encoder!r} (expected 'bert')")
-        config.encoder_config()
-        d, layers = config.d_model, config.num_layers
-        if config.encoder == "transformer":
-            stack = transformer_layers(layers, d, config.d_ff)
-        else:  # two directions of d_model / 2
-            stack = 2 * recurrent_layers(layers, d, max(d // 2, 1))
-        check_parameters(
-            config,
-            (config.vocab_size + config.max_len) * d + stack,
-            ("vocab_size", "max_len", "d_model", "d_ff", "num_layers"),
-        )
-        return
-    if not isinstance(config.bert, dict):
-        raise ValueError("encoder='bert' needs bert: the BertConfig fields of the encoder")
-    check_values(BertConfig, config.bert, "bert")
-    unknown = sorted(set(config.bert) - {f.name for f in dataclasses.fields(BertConfig)})
-    if unknown:
-        raise ValueError(f"bert has unknown BertConfig field(s) {', '.join(unknown)}")
-    bert = BertConfig(**config.bert)
-    if bert.vocab_size != config.vocab_size:
-        raise ValueError(
-            f"vocab_size={config.vocab_size} differs from the BERT encoder's {bert.vocab_size}"
-        )
-
-
-def build_encoder(config: EncoderClassifierConfig | SequenceTaggerConfig) -> tuple[nn.Module, int]:
-    """The encoder a classifier's or tagger's config names, and the width ``D`` of its states.
-
-    Every encoder is called as ``encoder(ids, *, keep, need_weights)`` and returns an object with
-    ``.hidden (B, T, D)`` and ``.attentions``; a new kind of encoder is one more case here.
-    """
-    if config.encoder == "bert":
-        bert = BertConfig(**config.bert)  # type: ignore[arg-type]
-        return BertEncoder(bert), bert.hidden_size
-    encoder = build_text_encoder(config.encoder_config())
-    return encoder, encoder.output_dim
-
-
-def encoder_width(encoder: nn.Module, encoder_dim: int | None) -> int:
-    """The width ``D`` of a ready-made encoder's states: ``encoder_dim``, else its
-    ``output_dim`` attribute."""
-    own = getattr(encoder, "output_dim", None)
-    width = own if encoder_dim is None else encoder_dim
-    if not isinstance(width, int) or width < 1:
-        raise ValueError(
-            f"pass encoder_dim, the width of {type(encoder).__name__}'s states "
-            f"(got encoder_dim={encoder_dim!r}, output_dim={own!r})"
-        )
-    return width
 
 
 class EncoderClassifier(nn.Module):
@@ -217,8 +97,8 @@ class EncoderClassifier(nn.Module):
 
     Args:
         config: an :class:`EncoderClassifierConfig`.
-        encoder: a ready-made encoder to use instead of building ``config.encoder`` (the config's
-            encoder fields are then unused); encoder_dim: its width ``D`` (default: its
+        encoder: a ready-made encoder to use instead of building the config's (its ``text`` or
+            ``bert`` is then unused); encoder_dim: its width ``D`` (default: its
             ``output_dim``).
 
     Shape:
@@ -235,12 +115,9 @@ class EncoderClassifier(nn.Module):
     ) -> None:
         super().__init__()
         self.config = c = config
-        if encoder is None:
-            self.encoder, width = build_encoder(c)
-        else:
-            self.encoder, width = encoder, encoder_width(encoder, encoder_dim)
+        self.encoder, width = build_encoder(c, encoder, encoder_dim)
         self.pooling = build_pooling(c.pooling, width, attention_dim=c.attention_dim, hops=c.hops)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = nn.Dropout(c.head_dropout)
         self.output_proj = nn.Linear(self.pooling.output_dim, c.num_labels)
 
     def forward(

@@ -1,32 +1,94 @@
-"""Values read from YAML or JSON for a config dataclass: whether each fits its field's type.
+"""Config values: whether a value read from YAML or JSON fits its field's type, the range
+checks every config's ``__post_init__`` shares, and the flat form of a model config.
 
-A frozen config checks its ranges in ``__post_init__``; this checks the types before it is
-built, so that ``d_model: "64"``, ``dropout: nan`` (which YAML reads as a string),
-``vocab_size: 1.0e+12`` (a float), ``shared_vocab: 1`` (an int for a bool) or a key that is not
-a name are errors naming the key, the value and what to write instead, not a ``TypeError``
-from deep inside. Numbers must be finite: no setting means anything at NaN or infinity.
+A frozen config checks its ranges in ``__post_init__`` (:func:`check_positive_ints`,
+:func:`check_fractions`, :func:`check_choice`: one message for each kind of mistake, naming the
+field and the value); :func:`check_values` checks the types before it is built, so that
+``d_model: "64"``, ``dropout: nan`` (which YAML reads as a string), ``vocab_size: 1.0e+12`` (a
+float), ``shared_vocab: 1`` (an int for a bool) or a key that is not a name are errors naming
+the key, the value and what to write instead, not a ``TypeError`` from deep inside. Numbers must
+be finite: no setting means anything at NaN or infinity.
+
+A model section is flat (``d_model: 64``, ``pooling: mean``), and so is a trained model's
+``config.json``. Most model configs are flat too; one that nests a part (the classifier's and
+the tagger's text encoder) defines ``from_flat(values)``, ``to_flat()`` and ``flat_fields()``,
+and :func:`config_from_flat`, :func:`flat_values` and :func:`flat_fields` call them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 
-def check_values(cls: type, values: Mapping[Any, Any], section: str) -> None:
+def check_positive_ints(config: object, names: Iterable[str]) -> None:
+    """Raise ``ValueError`` (``d_model must be a positive int, got 0``) unless each field
+    ``names`` of ``config`` is an int >= 1 (a bool is not one)."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def check_fractions(config: object, names: Iterable[str]) -> None:
+    """Raise ``ValueError`` (``dropout must be in [0, 1), got 1.0``) unless each field ``names``
+    of ``config`` is a number in ``[0, 1)``, as a dropout probability must be."""
+    for name in names:
+        value = getattr(config, name)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+
+
+def check_choice(name: str, value: object, allowed: Collection[object]) -> None:
+    """Raise ``ValueError`` (``pooling must be one of ('cls', 'mean'), got 'sum'``) unless
+    ``value`` is one of ``allowed``, shown in the message as given (a tuple, a sorted list)."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def field_hints(cls: type) -> dict[str, Any]:
+    """The annotation of each field of the dataclass ``cls``, in field order (class variables
+    such as ``PRESETS`` are not fields)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def flat_fields(cls: type) -> dict[str, Any]:
+    """The keys of the flat form of the config class ``cls`` and the annotation of each."""
+    nested = getattr(cls, "flat_fields", None)
+    return nested() if nested is not None else field_hints(cls)
+
+
+def config_from_flat(cls: type, values: Mapping[str, Any]) -> Any:
+    """The config ``cls`` from its flat form (a model section's keys)."""
+    nested = getattr(cls, "from_flat", None)
+    return nested(values) if nested is not None else cls(**values)
+
+
+def flat_values(config: Any) -> dict[str, Any]:
+    """The flat form of ``config``, from which :func:`config_from_flat` builds it again."""
+    nested = getattr(config, "to_flat", None)
+    return nested() if nested is not None else dataclasses.asdict(config)
+
+
+def check_values(cls: type | Mapping[str, Any], values: Mapping[Any, Any], section: str) -> None:
     """Raise ``ValueError`` unless every key of ``values`` is a string naming a field of the
-    dataclass ``cls`` whose annotation the value fits; ``section`` prefixes the key in messages
-    (``train.lr``). Unknown names are left to the caller, which knows what else is allowed."""
+    dataclass ``cls`` (or a key of the mapping of annotations ``cls``, such as
+    :func:`flat_fields` gives) whose annotation the value fits; ``section`` prefixes the key in
+    messages (``train.lr``). Unknown names are left to the caller, which knows what else is
+    allowed."""
+    hints = dict(cls) if isinstance(cls, Mapping) else typing.get_type_hints(cls)
     for key in values:
         if not isinstance(key, str):
             raise ValueError(
                 f"{section} has the key {key!r} ({type(key).__name__}); its keys are setting "
-                f"names such as {section}.{next(iter(typing.get_type_hints(cls)))}"
+                f"names such as {section}.{next(iter(hints))}"
             )
-    hints = typing.get_type_hints(cls)
     for key, value in values.items():
         if key not in hints:
             continue

@@ -29,22 +29,21 @@ from qkv.attention.rotary import RotaryEmbedding
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import LearnedPositionalEmbedding
 from qkv.layers.transformer import TransformerEncoder
+from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.language_model_decode import DecodeWeights, decode_step
 from qkv.models.outputs import LMOutput
+from qkv.models.presets import PRESETS as TABLE
+from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, transformer_layers
 
 POSITIONS = ("learned", "rotary")
-# Named sizes, from a CI-sized model to GPT-2 small; the vocabulary comes from the tokenizer.
-PRESETS: dict[str, dict[str, object]] = {
-    "tiny": dict(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=256, dropout=0.0),
-    "char-small": dict(d_model=256, num_heads=4, num_layers=4, d_ff=1024, max_len=256),
-    "small": dict(d_model=384, num_heads=6, num_layers=6, d_ff=1536, max_len=512),
-    "gpt2-small": dict(d_model=768, num_heads=12, num_layers=12, d_ff=3072, max_len=1024),
-}
+# Named sizes (all of them live in qkv.models.presets), from a CI-sized model to GPT-2 small; the
+# vocabulary comes from the tokenizer.
+PRESETS = TABLE["transformer_lm"]
 
 
 @dataclass(frozen=True)
-class TransformerLMConfig:
+class TransformerLMConfig(Presets, family="transformer_lm", sizes=("vocab_size",)):
     """Sizes of a :class:`TransformerLM`; the defaults are GPT-2 small's (124M parameters).
 
     Args:
@@ -73,10 +72,9 @@ class TransformerLMConfig:
     layer_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "max_len", "d_model", "num_heads", "num_layers", "d_ff"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(
+            self, ("vocab_size", "max_len", "d_model", "num_heads", "num_layers", "d_ff")
+        )
         if self.d_model % self.num_heads != 0:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
@@ -84,16 +82,11 @@ class TransformerLMConfig:
         kv = self.num_kv_heads
         if kv is not None and (kv < 1 or self.num_heads % kv != 0):
             raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={kv}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        check_fractions(self, ("dropout",))
+        check_choice("positions", self.positions, POSITIONS)
         if self.positions == "rotary" and (self.d_model // self.num_heads) % 2:
             raise ValueError(f"rotary positions need an even head width, got {self.head_dim}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+        check_choice("activation", self.activation, sorted(ACTIVATIONS))
         d = self.d_model
         tables = (self.vocab_size * (1 if self.tie_weights else 2) + self.max_len) * d
         check_parameters(
@@ -105,13 +98,6 @@ class TransformerLMConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
-
-    @classmethod
-    def preset(cls, name: str, vocab_size: int, **overrides: object) -> TransformerLMConfig:
-        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})  # type: ignore[arg-type]
 
 
 class TransformerLM(nn.Module):

@@ -1,20 +1,25 @@
-"""Model families and named presets.
+"""Model families: a family is a (config class, model class) pair, named in a run
+configuration's ``model.family``.
 
-A family is a (config class, model class) pair; a preset is a named set of config values for a
-family, kept in one place so that the CLI, the studies and the tests share them.
+The family's config is built from a flat dict, the ``model`` section of a run configuration or
+a trained model's ``config.json`` (:func:`build_config`), and written back to the same flat
+dict (:func:`config_to_dict`); :func:`model_fields` lists the flat keys of each family with their
+types, and :func:`check_model_values` checks a section against them, unknown keys included. A
+family's named presets (``preset: tiny``) are in one table, :mod:`qkv.models.presets`, which the
+CLI, the studies and the tests share.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from torch import nn
 
 from qkv.models.bert import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
-from qkv.models.config_values import check_values
+from qkv.models.config_values import check_values, config_from_flat, flat_fields, flat_values
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
@@ -34,26 +39,48 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
 }
 
 
-def build_config(family: str, values: dict[str, Any]) -> Any:
-    """The family's frozen config from a dict (the ``model`` section of a run configuration);
-    unknown keys are an error naming the known ones, a value of the wrong type one naming
-    ``model.KEY`` and the value."""
+def _config_class(family: Any) -> type:
     if not isinstance(family, str) or family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}")
-    config_cls, _ = FAMILIES[family]
-    check_values(config_cls, values, "model")
-    known = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(values) - known)
+    return FAMILIES[family][0]
+
+
+def model_fields(family: str) -> dict[str, Any]:
+    """The keys of ``family``'s flat model section and the type annotation of each (what
+    :func:`~qkv.models.config_values.check_values` checks a value against); the classifier's
+    and tagger's include their text encoder's keys (``d_model``, ``encoder``...)."""
+    return flat_fields(_config_class(family))
+
+
+def check_model_values(
+    family: str, values: Mapping[Any, Any], *, extra: Iterable[str] = ()
+) -> None:
+    """Raise ``ValueError`` unless every key of the flat model section ``values`` is one of
+    ``family``'s (or of ``extra``: keys the caller reads itself) and its value fits the key's
+    type; an unknown key is named with the closest known one (``d_modle (did you mean
+    d_model?)``). Ranges are checked when the config is built."""
+    fields = model_fields(family)
+    check_values(fields, values, "model")
+    known = sorted(set(fields) | set(extra))
+    unknown = sorted(set(values) - set(known))
     if unknown:
         named = []
         for key in unknown:
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             named.append(f"{key} (did you mean {close[0]}?)" if close else key)
         raise ValueError(
-            f"unknown {family} option(s) {', '.join(named)}; known: {', '.join(sorted(known))}"
+            f"unknown {family} option(s) {', '.join(named)}; known: {', '.join(known)}"
         )
+
+
+def build_config(family: str, values: Mapping[str, Any]) -> Any:
+    """The family's frozen config from its flat form (the ``model`` section of a run
+    configuration, a trained model's ``config.json``); unknown keys are an error naming the
+    known ones, a value of the wrong type one naming ``model.KEY`` and the value."""
+    config_cls = _config_class(family)
+    check_model_values(family, values)
     try:
-        return config_cls(**values)
+        return config_from_flat(config_cls, values)
     except TypeError as error:  # a required size missing
         raise ValueError(f"{family} model: {error}") from None
 
@@ -70,4 +97,5 @@ def family_of(config: Any) -> str:
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    """The flat form of ``config``, which :func:`build_config` reads back (``config.json``)."""
+    return flat_values(config)

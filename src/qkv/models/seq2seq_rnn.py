@@ -44,6 +44,7 @@ from qkv.layers.recurrent import (
     RecurrentEncoder,
     RecurrentState,
 )
+from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
 from qkv.models.sizes import check_parameters, recurrent_layers
 
@@ -99,19 +100,11 @@ class Seq2SeqRNNConfig:
                     f"{name} must be an int larger than every special id "
                     f"({max(specials.values())}), got {value!r}"
                 )
-        for name in ("embed_dim", "hidden_dim", "num_layers"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        for name, value, allowed in (
-            ("cell", self.cell, CELLS),
-            ("attention", self.attention, ATTENTIONS),
-            ("luong_score", self.luong_score, LUONG_SCORES),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        if not _is_real(self.dropout) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        check_positive_ints(self, ("embed_dim", "hidden_dim", "num_layers"))
+        check_choice("cell", self.cell, CELLS)
+        check_choice("attention", self.attention, ATTENTIONS)
+        check_choice("luong_score", self.luong_score, LUONG_SCORES)
+        check_fractions(self, ("dropout",))
         if not _is_real(self.teacher_forcing) or not 0.0 <= self.teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {self.teacher_forcing!r}")
         e, h, ds, gates = self.embed_dim, self.hidden_dim, 2 * self.hidden_dim, 4

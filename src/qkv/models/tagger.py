@@ -19,84 +19,51 @@ The encoder is replaceable as in :class:`qkv.models.classifier.EncoderClassifier
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from qkv.layers.text_encoder import TextEncoderConfig
-from qkv.models.classifier import build_encoder, check_encoder_fields, encoder_width
+from qkv.models.config_values import check_positive_ints
 from qkv.models.outputs import TaggerOutput
+from qkv.models.presets import PRESETS as TABLE
+from qkv.models.presets import Presets
+from qkv.models.sequence_encoder import NestedTextEncoder, build_encoder
 
 __all__ = ["PRESETS", "SequenceTagger", "SequenceTaggerConfig"]
 
-# Named sizes; the vocabulary and the tag set come from the task.
-PRESETS: dict[str, dict[str, object]] = {
-    "tiny": dict(d_model=32, num_heads=2, num_layers=1, d_ff=64, dropout=0.0, max_len=64),
-    "transformer-small": dict(d_model=256, num_heads=4, num_layers=4, d_ff=1024, max_len=512),
-    # A BiLSTM tagger of Huang et al. 2015's size (300 units per direction), no CRF.
-    "bilstm": dict(encoder="bilstm", d_model=600, num_layers=1, dropout=0.5, max_len=1024),
-    "bilstm-attention": dict(
-        encoder="bilstm",
-        d_model=600,
-        num_layers=1,
-        dropout=0.5,
-        max_len=1024,
-        self_attention=True,
-        num_heads=6,
-    ),
-}
+# Named sizes (all of them live in qkv.models.presets); the vocabulary and the tag set come from
+# the task.
+PRESETS = TABLE["sequence_tagger"]
 
 
 @dataclass(frozen=True)
-class SequenceTaggerConfig:
+class SequenceTaggerConfig(
+    NestedTextEncoder, Presets, family="sequence_tagger", sizes=("vocab_size", "num_tags")
+):
     """Sizes of a :class:`SequenceTagger`.
 
+    Flat in a model section and in ``config.json``: :mod:`qkv.models.sequence_encoder`.
+
     Args:
-        vocab_size: ``V``; num_tags: ``K``; pad_id: the padding id.
-        encoder, d_model, num_heads, num_layers, d_ff, dropout, max_len, positions,
-            self_attention, cell: the text encoder's (:class:`TextEncoderConfig`); ``dropout``
-            also applies before the output layer.
-        bert: with ``encoder="bert"``, the :class:`~qkv.models.bert.BertConfig` fields of a
-            BERT encoder (a pretrained one, fine-tuned by the task).
+        text: the text encoder's (:class:`TextEncoderConfig`: vocabulary, encoder, widths,
+            dropout, ...); ``None`` beside ``bert``.
+        num_tags: ``K``.
+        bert: a BERT-family encoder instead of ``text``: its
+            :class:`~qkv.models.bert.BertConfig` fields (a pretrained one, fine-tuned by the
+            task).
+        dropout: before the output layer; ``None``: the text encoder's (0.1 beside BERT).
     """
 
-    PRESETS: ClassVar[dict[str, dict[str, object]]] = PRESETS
-
-    vocab_size: int
+    text: TextEncoderConfig | None
     num_tags: int
-    encoder: str = "transformer"
-    d_model: int = 256
-    num_heads: int = 4
-    num_layers: int = 2
-    d_ff: int = 1024
-    dropout: float = 0.1
-    max_len: int = 512
-    positions: str = "learned"
-    self_attention: bool = False
-    cell: str = "lstm"
-    pad_id: int = 0
     bert: dict[str, Any] | None = None
+    dropout: float | None = None
 
     def __post_init__(self) -> None:
-        check_encoder_fields(self)
-        tags = self.num_tags
-        if not isinstance(tags, int) or isinstance(tags, bool) or tags < 1:
-            raise ValueError(f"num_tags must be a positive int, got {tags!r}")
-
-    def encoder_config(self) -> TextEncoderConfig:
-        """The text encoder's part of this config."""
-        return TextEncoderConfig.from_fields(self)
-
-    @classmethod
-    def preset(
-        cls, name: str, vocab_size: int, num_tags: int, **overrides: object
-    ) -> SequenceTaggerConfig:
-        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        values = {**PRESETS[name], **overrides}
-        return cls(vocab_size=vocab_size, num_tags=num_tags, **values)  # type: ignore[arg-type]
+        self.check_encoder()
+        check_positive_ints(self, ("num_tags",))
 
 
 class SequenceTagger(nn.Module):
@@ -104,7 +71,7 @@ class SequenceTagger(nn.Module):
 
     Args:
         config: a :class:`SequenceTaggerConfig`.
-        encoder: a ready-made encoder to use instead of building ``config.encoder``;
+        encoder: a ready-made encoder to use instead of building the config's;
             encoder_dim: its width ``D`` (default: its ``output_dim``).
 
     Shape:
@@ -121,11 +88,8 @@ class SequenceTagger(nn.Module):
     ) -> None:
         super().__init__()
         self.config = c = config
-        if encoder is None:
-            self.encoder, width = build_encoder(c)
-        else:
-            self.encoder, width = encoder, encoder_width(encoder, encoder_dim)
-        self.dropout = nn.Dropout(c.dropout)
+        self.encoder, width = build_encoder(c, encoder, encoder_dim)
+        self.dropout = nn.Dropout(c.head_dropout)
         self.output_proj = nn.Linear(width, c.num_tags)
 
     def forward(

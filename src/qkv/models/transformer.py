@@ -39,6 +39,7 @@ from qkv.attention.masks import padding_mask
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.layers.transformer import TransformerDecoder, TransformerEncoder
+from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
 from qkv.models.sizes import check_parameters, transformer_layers
 
@@ -79,29 +80,17 @@ class TransformerConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
-        positive = (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "d_model",
-            "num_heads",
-            "num_encoder_layers",
-            "num_decoder_layers",
-            "d_ff",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(
+            self,
+            ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "num_encoder_layers",
+             "num_decoder_layers", "d_ff"),
+        )  # fmt: skip
         if self.d_model % self.num_heads != 0:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+        check_fractions(self, ("dropout",))
+        check_choice("activation", self.activation, sorted(ACTIVATIONS))
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "share_embeddings=True needs equal vocabularies, got "

@@ -25,54 +25,25 @@ configured size the table is used untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from qkv.layers.transformer import TransformerEncoder
+from qkv.models.config_values import check_fractions, check_positive_ints
 from qkv.models.outputs import ViTOutput
+from qkv.models.presets import PRESETS as TABLE
+from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, transformer_layers
 
-# Named sizes: ViT-B/16 (Dosovitskiy et al. 2021, table 1), an MNIST-sized model, a test size.
-PRESETS: dict[str, dict[str, object]] = {
-    "vit-b16": dict(
-        image_size=224,
-        patch_size=16,
-        num_channels=3,
-        hidden_size=768,
-        num_layers=12,
-        num_heads=12,
-        intermediate_size=3072,
-        num_labels=1000,
-    ),
-    "tiny-mnist": dict(
-        image_size=28,
-        patch_size=7,
-        num_channels=1,
-        hidden_size=64,
-        num_layers=4,
-        num_heads=4,
-        intermediate_size=128,
-        num_labels=10,
-        dropout=0.1,
-    ),
-    "tiny": dict(
-        image_size=16,
-        patch_size=4,
-        num_channels=3,
-        hidden_size=32,
-        num_layers=2,
-        num_heads=4,
-        intermediate_size=64,
-        num_labels=5,
-    ),
-}
+# Named sizes (all of them live in qkv.models.presets): ViT-B/16, an MNIST-sized model, a test
+# size.
+PRESETS = TABLE["vit"]
 
 
 @dataclass(frozen=True)
-class ViTConfig:
+class ViTConfig(Presets, family="vit"):
     """Sizes of a :class:`ViT`; the defaults are ViT-B/16's at 224 x 224 (86M parameters).
 
     Args:
@@ -89,8 +60,6 @@ class ViTConfig:
         activation: the MLP's ``"gelu"`` (exact erf, the paper's) or ``"gelu_tanh"``.
     """
 
-    PRESETS: ClassVar[dict[str, dict[str, object]]] = PRESETS
-
     image_size: int = 224
     patch_size: int = 16
     num_channels: int = 3
@@ -105,18 +74,11 @@ class ViTConfig:
     activation: str = "gelu"
 
     def __post_init__(self) -> None:
-        for name in (
-            "image_size",
-            "patch_size",
-            "num_channels",
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "intermediate_size",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_positive_ints(
+            self,
+            ("image_size", "patch_size", "num_channels", "hidden_size", "num_layers", "num_heads",
+             "intermediate_size"),
+        )  # fmt: skip
         if self.image_size % self.patch_size != 0:
             raise ValueError(
                 f"patch_size={self.patch_size} does not divide image_size={self.image_size}"
@@ -128,10 +90,7 @@ class ViTConfig:
         labels = self.num_labels
         if not isinstance(labels, int) or isinstance(labels, bool) or labels < 0:
             raise ValueError(f"num_labels must be an int >= 0 (0: no head), got {labels!r}")
-        for name in ("dropout", "attention_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        check_fractions(self, ("dropout", "attention_dropout"))
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if self.activation not in ("gelu", "gelu_tanh"):
@@ -155,13 +114,6 @@ class ViTConfig:
     def num_patches(self) -> int:
         """``P`` at the configured size."""
         return self.grid_size**2
-
-    @classmethod
-    def preset(cls, name: str, **overrides: object) -> ViTConfig:
-        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        return cls(**{**PRESETS[name], **overrides})  # type: ignore[arg-type]
 
 
 class ViT(nn.Module):

@@ -22,7 +22,8 @@ from torch import nn
 
 from qkv.data.tokenizer import SubwordTokenizer, check_vocab_size
 from qkv.io import atomic_write_json
-from qkv.models.registry import FAMILIES, build_config, build_model, config_to_dict
+from qkv.models.presets import with_preset
+from qkv.models.registry import build_config, build_model, config_to_dict
 from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
@@ -58,15 +59,8 @@ def model_values(
 ) -> dict[str, Any]:
     """The model section with its ``preset`` expanded, the vocabulary and label counts set and,
     when fine-tuning, the pretrained encoder's architecture filled in."""
-    values = dict(config.model)
+    values = with_preset(config.family, config.model)
     values.pop("pretrained", None)
-    preset = values.pop("preset", None)
-    family = FAMILIES.get(config.family)
-    presets = getattr(family[0], "PRESETS", {}) if family else {}
-    if preset is not None:
-        if preset not in presets:
-            raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(presets)}")
-        values = {**presets[preset], **values}
     values = {**values, "vocab_size": vocab_size, LABEL_KEY[config.task]: num_labels}
     if bert is not None:  # the pretrained encoder's BertConfig
         values["encoder"] = "bert"
@@ -190,11 +184,9 @@ def train_encoder_run(
 
 
 def _check_positions(model_config: Any, max_len: int) -> None:
-    limit = getattr(model_config, "max_len", None)
-    bert = getattr(model_config, "bert", None)
-    if bert:
-        limit = bert["max_position_embeddings"]
-    if limit is not None and max_len > limit:
+    text = model_config.text  # None beside a BERT encoder
+    limit = model_config.bert_config().max_position_embeddings if text is None else text.max_len
+    if max_len > limit:
         raise ValueError(f"data.max_len={max_len} exceeds the model's {limit} positions")
 
 
