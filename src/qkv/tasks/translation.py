@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from qkv.data import (
@@ -32,33 +29,17 @@ from qkv.data import (
 )
 from qkv.data.vocab import PAD_ID
 from qkv.evaluation.bleu import corpus_scores
-from qkv.io import atomic_write_json
-from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.models.registry import build_config, build_model
 from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.run_config import DataConfig, DecodeConfig, RunConfig
-from qkv.tasks.run_dir import (
-    CONFIG_FILE,
-    SOURCE_TOKENIZER,
-    TARGET_TOKENIZER,
-    WEIGHTS_FILE,
-    claim_run_dir,
-    save_results,
-    snapshot_dir,
-)
+from qkv.tasks.run_dir import SOURCE_TOKENIZER, TARGET_TOKENIZER, save_results
+from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.tasks.translator import EvaluationReport, Translation, Translator
-from qkv.training.checkpoint import save_weights
 from qkv.training.distributed import Distributed
 from qkv.training.losses import sequence_cross_entropy
-from qkv.training.trainer import TrainConfig, TrainResult, train, training_device
+from qkv.training.trainer import TrainConfig
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainedTranslation:
-    model_dir: Path
-    result: TrainResult
-    parameters: int
 
 
 def translation_loss(label_smoothing: float):
@@ -93,8 +74,9 @@ def train_translation(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedTranslation:
-    """Train ``config``'s model on its corpus; the best weights go to ``config.out_dir``.
+) -> Trained:
+    """Train ``config``'s model on its corpus; the best weights (by validation BLEU, or loss
+    when ``data.valid_bleu_sentences`` is 0) go to ``config.out_dir``.
 
     Args:
         resume: continue the run in ``config.out_dir`` from its latest checkpoint (use
@@ -106,25 +88,20 @@ def train_translation(
         distributed: this process's rank under torchrun: rank 0 trains the tokenizers and
             writes every file; the other ranks read the tokenizers it wrote.
     """
-    dist_ = distributed or Distributed()
-    out = Path(config.out_dir)
-    training_device(config.train, dist_)  # reject what can be rejected before any write
-    if not resume and dist_.main:
-        claim_run_dir(out, overwrite)
-    torch.manual_seed(config.train.seed)
-    corpus = load_corpus(config.data.corpus, **config.data.options)
-    if resume or not dist_.main:
-        dist_.barrier()  # rank 0 has written the tokenizers (a no-op in one process)
-        src_tok = SubwordTokenizer.load(out / SOURCE_TOKENIZER)
-        tgt_tok = SubwordTokenizer.load(out / TARGET_TOKENIZER)
-    else:
-        src_tok, tgt_tok = train_tokenizers(
-            corpus.train, config.data.vocab_size, config.data.shared_vocab
-        )
-    train_examples = encode_pairs(corpus.train, src_tok, tgt_tok, max_len=config.data.max_len)
+    run = TrainingRun(config, resume=resume, overwrite=overwrite, distributed=distributed,
+                      progress=progress, handle_signals=handle_signals)  # fmt: skip
+    data: DataConfig = config.data  # type: ignore[assignment]
+    corpus = load_corpus(data.corpus, **data.options)
+    src_tok, tgt_tok = run.shared(
+        make=lambda: train_tokenizers(corpus.train, data.vocab_size, data.shared_vocab),
+        load=lambda out: (SubwordTokenizer.load(out / SOURCE_TOKENIZER),
+                          SubwordTokenizer.load(out / TARGET_TOKENIZER)),
+        save=lambda toks, out: _write_tokenizers(out, *toks),
+    )  # fmt: skip
+    train_examples = encode_pairs(corpus.train, src_tok, tgt_tok, max_len=data.max_len)
     if not train_examples:
-        raise ValueError(f"no training pair fits data.max_len={config.data.max_len}")
-    valid_pairs = corpus.valid[: max(config.data.valid_bleu_sentences, 1)]
+        raise ValueError(f"no training pair fits data.max_len={data.max_len}")
+    valid_pairs = corpus.valid[: max(data.valid_bleu_sentences, 1)]
     valid_examples = encode_pairs(corpus.valid, src_tok, tgt_tok)
 
     model_values = {
@@ -134,15 +111,10 @@ def train_translation(
     }
     model_config = build_config(config.family, model_values)
     model = build_model(config.family, model_config)
-    saved = config.to_dict()
-    saved["model"] = {"family": config.family, **config_to_dict(model_config)}
-    if dist_.main:
-        _write_model_files(out, saved, src_tok, tgt_tok)
-        if not resume:
-            dist_.barrier()  # let the other ranks read the tokenizers
+    run.save(model_config, write=lambda directory: _write_tokenizers(directory, src_tok, tgt_tok))
 
     loss_fn = translation_loss(config.train.label_smoothing)
-    translator = Translator(model, src_tok, tgt_tok, config.decode)
+    translator = Translator(model, src_tok, tgt_tok, config.decode)  # type: ignore[arg-type]
 
     def evaluate() -> dict[str, float]:
         total, tokens = 0.0, 0
@@ -150,7 +122,7 @@ def train_translation(
             loss_sum, n = loss_fn(model, batch)
             total, tokens = total + float(loss_sum), tokens + int(n)
         metrics = {"valid_loss": total / max(tokens, 1)}
-        if config.data.valid_bleu_sentences:
+        if data.valid_bleu_sentences:
             hyps = [t.text for t in translator.translate([s for s, _ in valid_pairs], beam_size=1)]
             metrics["valid_bleu"] = corpus_scores(hyps, [t for _, t in valid_pairs]).bleu
         return metrics
@@ -165,40 +137,21 @@ def train_translation(
             start=start,
         )
 
-    def snapshot(minutes: float, step: int) -> None:
-        directory = snapshot_dir(out, minutes)
-        _write_model_files(
-            directory, {**saved, "snapshot": {"minutes": minutes, "step": step}}, src_tok, tgt_tok
-        )
-        save_weights(model, directory / WEIGHTS_FILE)
-
-    metric = "valid_bleu" if config.data.valid_bleu_sentences else "valid_loss"
-    result = train(
+    metric = "valid_bleu" if data.valid_bleu_sentences else "valid_loss"
+    return run.train(
         model,
         loss_fn=loss_fn,
         batches=train_batches,
-        config=config.train,
         evaluate=evaluate,
         metric=metric,
         higher_is_better=metric == "valid_bleu",
-        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
-        on_snapshot=snapshot,
-        run_dir=out,
-        resume=resume,
-        handle_signals=handle_signals,
-        progress=progress,
         count_tokens=lambda batch: int((batch.tgt_out != PAD_ID).sum()),
-        distributed=dist_,
     )
-    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-    return TrainedTranslation(out, result, parameters)
 
 
-def _write_model_files(
-    directory: Path, config: dict[str, Any], src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer
+def _write_tokenizers(
+    directory: Path, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(directory / CONFIG_FILE, config)
     src_tok.save(directory / SOURCE_TOKENIZER)
     tgt_tok.save(directory / TARGET_TOKENIZER)
 
@@ -244,7 +197,7 @@ TASK = TaskSpec(
 
 __all__ = [
     "EvaluationReport",
-    "TrainedTranslation",
+    "Trained",
     "Translation",
     "Translator",
     "evaluate_translation",

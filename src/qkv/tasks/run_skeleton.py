@@ -1,0 +1,158 @@
+"""One run skeleton for every task: what a training run does whatever its task, so that a task's
+``train`` holds only what differs (its data, model, loss and evaluation).
+
+    run = TrainingRun(config, resume=..., overwrite=..., distributed=..., progress=...)
+    vocab = run.shared(make=..., load=..., save=...)   # rank 0 makes it, the others read it
+    model = ...                                         # the task builds its model
+    run.save(model_config, write=vocab_files)           # config.json + the task's files (rank 0)
+    return run.train(model, loss_fn=..., batches=..., evaluate=..., metric=..., ...)
+
+:class:`TrainingRun` rejects what needs no data (the device) before any write, claims the run
+directory (:func:`~qkv.tasks.run_dir.claim_run_dir`), seeds, writes ``config.json`` with the
+model section as built, keeps the best weights, writes snapshots as model directories of their
+own, and counts parameters once each (tied weights are one tensor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from qkv.io import atomic_write_json
+from qkv.models.registry import config_to_dict
+from qkv.tasks.run_config import RunConfig
+from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, claim_run_dir, snapshot_dir
+from qkv.training.checkpoint import save_weights
+from qkv.training.distributed import Distributed
+from qkv.training.trainer import TrainResult, train, training_device
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A finished run: where its model is, how training ended, its parameters (each tensor
+    counted once)."""
+
+    model_dir: Path
+    result: TrainResult
+    parameters: int
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Parameters of ``model``, a tensor shared by two modules (tied embeddings) counted once."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+class TrainingRun:
+    """A run of ``config`` being set up and trained (see the module docstring).
+
+    Args:
+        resume: continue the run in ``config.out_dir`` from its latest checkpoint; files the
+            run wrote (vocabularies) are read back, not made again.
+        overwrite: start afresh in a directory that already holds a run (its outputs are
+            removed first); without it such a directory is an error.
+        distributed: this process's rank under torchrun: rank 0 makes and writes the shared
+            files; the other ranks read what it wrote.
+        progress: a progress bar; handle_signals: on SIGINT/SIGTERM, finish the step,
+            checkpoint and return.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        distributed: Distributed | None = None,
+        progress: bool = False,
+        handle_signals: bool = False,
+    ) -> None:
+        self.config, self.out = config, Path(config.out_dir)
+        self.resume, self.progress, self.handle_signals = resume, progress, handle_signals
+        self.distributed = distributed or Distributed()
+        training_device(config.train, self.distributed)  # rejected before any write
+        if not resume and self.distributed.main:
+            claim_run_dir(self.out, overwrite)
+        torch.manual_seed(config.train.seed)
+        self._saved: dict[str, Any] | None = None
+        self._write: Callable[[Path], None] = lambda directory: None
+
+    def shared(
+        self, *, make: Callable[[], T], load: Callable[[Path], T], save: Callable[[T, Path], None]
+    ) -> T:
+        """A value every rank must share (a vocabulary trained on the data): rank 0 makes it
+        and saves it into the run directory, the other ranks wait and load it; a resumed run
+        loads what it saved."""
+        if self.resume:
+            return load(self.out)
+        if self.distributed.main:
+            value = make()
+            self.out.mkdir(parents=True, exist_ok=True)
+            save(value, self.out)
+            self.distributed.barrier()  # the other ranks may read it now
+            return value
+        self.distributed.barrier()
+        return load(self.out)
+
+    def save(self, model_config: Any, write: Callable[[Path], None] | None = None) -> None:
+        """Write ``config.json`` (the model section as built) and, through ``write(directory)``,
+        the task's own files (vocabularies, labels) into the run directory (rank 0); snapshots
+        write the same."""
+        saved = self.config.to_dict()
+        saved["model"] = {"family": self.config.family, **config_to_dict(model_config)}
+        self._saved, self._write = saved, write or (lambda directory: None)
+        if self.distributed.main:
+            self._write_files(self.out, saved)
+
+    def _write_files(self, directory: Path, saved: dict[str, Any]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(directory / CONFIG_FILE, saved)
+        self._write(directory)
+
+    def train(
+        self,
+        model: nn.Module,
+        *,
+        loss_fn: Callable[[nn.Module, Any], tuple[torch.Tensor, torch.Tensor]],
+        batches: Callable[[int, int], Iterable[Any]],
+        evaluate: Callable[[], dict[str, float]],
+        metric: str,
+        higher_is_better: bool,
+        count_tokens: Callable[[Any], int] | None = None,
+    ) -> Trained:
+        """Train ``model`` with the engine (:func:`qkv.training.trainer.train`): the weights
+        with the best ``metric`` go to the run directory, snapshots (``train.snapshot_minutes``)
+        to ``snapshots/<minutes>min/``, each a model directory of its own."""
+        if self._saved is None:
+            raise RuntimeError("TrainingRun.save(model_config) comes before train()")
+        saved = self._saved
+
+        def snapshot(minutes: float, step: int) -> None:
+            directory = snapshot_dir(self.out, minutes)
+            self._write_files(directory, {**saved, "snapshot": {"minutes": minutes, "step": step}})
+            save_weights(model, directory / WEIGHTS_FILE)
+
+        result = train(
+            model,
+            loss_fn=loss_fn,
+            batches=batches,
+            config=self.config.train,
+            evaluate=evaluate,
+            metric=metric,
+            higher_is_better=higher_is_better,
+            on_best=lambda _: save_weights(model, self.out / WEIGHTS_FILE),
+            on_snapshot=snapshot,
+            run_dir=self.out,
+            resume=self.resume,
+            handle_signals=self.handle_signals,
+            progress=self.progress,
+            count_tokens=count_tokens,
+            distributed=self.distributed,
+        )
+        return Trained(self.out, result, count_parameters(model))
