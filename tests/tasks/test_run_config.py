@@ -1,8 +1,9 @@
 """Run configurations: typos get a suggestion, wrong types name the key and the expected type."""
 
 import pytest
+import yaml
 
-from qkv.tasks.run_config import load_run_config
+from qkv.tasks.run_config import load_run_config, run_config_from_dict
 
 CONFIG = "configs/tiny/reverse-transformer.yaml"
 
@@ -136,3 +137,39 @@ def test_sampling_settings_must_be_finite_and_in_range(values, message):
         SamplingConfig(**values)
     assert message in str(error.value)
     assert SamplingConfig(temperature=0, seed=2**64 - 1).temperature == 0
+
+
+@pytest.mark.parametrize(
+    ("task", "family", "typo", "suggestion"),
+    [
+        ("translation", "transformer", "num_head", "num_heads"),
+        ("language_model", "transformer_lm", "d_modle", "d_model"),
+        ("classification", "encoder_classifier", "poolling", "pooling"),
+        ("tagging", "sequence_tagger", "num_layer", "num_layers"),
+        ("image_classification", "vit", "patch_sise", "patch_size"),
+        ("captioning", "show_attend_tell", "atention", "attention"),
+    ],
+)
+def test_a_model_key_typo_fails_when_the_yaml_is_read(
+    task, family, typo, suggestion, tmp_path, capsys
+):
+    """Before any data is loaded: the corpus named here does not exist, and the error is the
+    typo (with the key it was meant to be), from `qkv train` as from the library."""
+    from qkv.cli.main import main
+
+    raw = {
+        "task": task,
+        "out_dir": str(tmp_path / "run"),
+        "data": {"corpus": "file", "options": {"path": str(tmp_path / "missing.tsv")}}
+        if task in ("translation", "classification")
+        else {},
+        "model": {"family": family, typo: 2},
+    }
+    with pytest.raises(ValueError, match=rf"{typo} \(did you mean {suggestion}\?\)"):
+        run_config_from_dict(raw)
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert main(["train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{typo} (did you mean {suggestion}?)" in err and "missing.tsv" not in err
+    assert not (tmp_path / "run").exists()

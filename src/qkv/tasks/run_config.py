@@ -24,7 +24,7 @@ from qkv.data.errors import decode_utf8
 from qkv.data.tokenizer import MAX_VOCAB_SIZE
 from qkv.decoding.sampling import SamplingConfig
 from qkv.models.config_values import check_values
-from qkv.models.registry import FAMILIES as MODEL_FAMILIES
+from qkv.models.registry import check_model_values
 from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.registry import task as task_spec
 from qkv.training.trainer import TrainConfig
@@ -350,16 +350,7 @@ def _model_section(values: Any, spec: TaskSpec) -> tuple[str, dict[str, Any]]:
     if not isinstance(family, str) or family not in spec.families:
         raise ValueError(f"model.family of a {spec.name} run must be {families}, got {family!r}")
     model = {key: value for key, value in values.items() if key != "family"}
-    config_cls = MODEL_FAMILIES[family][0]
-    check_values(config_cls, model, "model")
-    known = {f.name for f in dataclasses.fields(config_cls)} | spec.model_keys
-    unknown = sorted(set(model) - known)
-    if unknown:
-        raise ValueError(
-            f"unknown {family} key(s) "
-            f"{', '.join(_with_suggestion('model', k, known) for k in unknown)}; known: "
-            f"{', '.join(sorted(known))}"
-        )
+    check_model_values(family, model, extra=spec.model_keys)
     return family, model
 
 
