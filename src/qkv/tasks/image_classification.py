@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,19 +26,17 @@ from qkv.data.augment import augment
 from qkv.data.images import ImageDataset, load_image_dataset
 from qkv.evaluation.classification import accuracy, macro_f1
 from qkv.io import atomic_write_json
-from qkv.models.registry import FAMILIES, build_config, build_model, config_to_dict
+from qkv.models.presets import with_preset
+from qkv.models.registry import build_config, build_model
 from qkv.tasks.image_classifier import ImageClassifier, to_model_input
 from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.run_config import ImageDataConfig, PredictConfig, RunConfig
 from qkv.tasks.run_dir import (
-    CONFIG_FILE,
     LABELS_FILE,
-    WEIGHTS_FILE,
-    claim_run_dir,
 )
-from qkv.training.checkpoint import save_weights
+from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainConfig, TrainResult, train, training_device
+from qkv.training.trainer import TrainConfig
 
 
 @dataclass
@@ -102,13 +99,7 @@ def image_classification_loss(label_smoothing: float):
 def model_values(config: RunConfig, dataset: ImageDataset) -> dict[str, Any]:
     """The model section with its ``preset`` expanded and the data set's image size, channels
     and class count filled in (a square image size is needed for the position table)."""
-    values = dict(config.model)
-    preset = values.pop("preset", None)
-    presets = getattr(FAMILIES[config.family][0], "PRESETS", {})
-    if preset is not None:
-        if preset not in presets:
-            raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(presets)}")
-        values = {**presets[preset], **values}
+    values = with_preset(config.family, config.model)
     channels, height, width = dataset.image_shape
     if height != width:
         raise ValueError(
@@ -123,15 +114,6 @@ def model_values(config: RunConfig, dataset: ImageDataset) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class TrainedImageClassifier:
-    """A finished run: where its model is, how training ended, how many parameters."""
-
-    model_dir: Path
-    result: TrainResult
-    parameters: int
-
-
 def train_image_classifier(
     config: RunConfig,
     *,
@@ -141,32 +123,20 @@ def train_image_classifier(
     handle_signals: bool = False,
     distributed: Distributed | None = None,
     dataset: ImageDataset | None = None,
-) -> TrainedImageClassifier:
+) -> Trained:
     """Train ``config``'s Vision Transformer; the best weights (by validation accuracy) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`;
     ``dataset`` replaces the one the configuration names (tests)."""
-    if config.task != "image_classification":
-        raise ValueError(
-            f"train_image_classifier needs task image_classification, got {config.task!r}"
-        )
-    if config.family != "vit":
-        raise ValueError(f"image classification trains model.family vit, got {config.family!r}")
-    dist_ = distributed or Distributed()
-    data = config.data
-    dataset = dataset or load_image_dataset(data.corpus, **data.options)  # type: ignore[union-attr]
-    out = Path(config.out_dir)
-    training_device(config.train, dist_)  # reject what can be rejected before any write
-    if not resume and dist_.main:
-        claim_run_dir(out, overwrite)
-    torch.manual_seed(config.train.seed)
+    run = TrainingRun(config, task="image_classification", resume=resume, overwrite=overwrite,
+                      distributed=distributed, progress=progress,
+                      handle_signals=handle_signals)  # fmt: skip
+    data: ImageDataConfig = config.data  # type: ignore[assignment]
+    dataset = dataset or load_image_dataset(data.corpus, **data.options)
     model_config = build_config(config.family, model_values(config, dataset))
     model = build_model(config.family, model_config)
-    if dist_.main:
-        out.mkdir(parents=True, exist_ok=True)
-        saved = config.to_dict()
-        saved["model"] = {"family": config.family, **config_to_dict(model_config)}
-        atomic_write_json(out / CONFIG_FILE, saved)
-        atomic_write_json(out / LABELS_FILE, list(dataset.classes))
+    run.save(
+        model_config, write=lambda out: atomic_write_json(out / LABELS_FILE, list(dataset.classes))
+    )
     train_images, train_labels = dataset.split("train")
     valid_images, valid_labels = dataset.split("valid")
     if not len(valid_labels):
@@ -184,34 +154,25 @@ def train_image_classifier(
             "valid_macro_f1": macro_f1(gold, predicted),
         }
 
-    result = train(
+    return run.train(
         model,
         loss_fn=image_classification_loss(config.train.label_smoothing),
         batches=lambda epoch, start: image_batches(
             train_images,
             train_labels,
-            batch_size=data.batch_size,  # type: ignore[union-attr]
+            batch_size=data.batch_size,
             shuffle=True,
-            augmentation=data.augment,  # type: ignore[union-attr]
-            max_shift=data.max_shift,  # type: ignore[union-attr]
+            augmentation=data.augment,
+            max_shift=data.max_shift,
             seed=config.train.seed,
             epoch=epoch,
             start=start,
         ),
-        config=config.train,
         evaluate=evaluate,
         metric="valid_accuracy",
         higher_is_better=True,
-        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
-        run_dir=out,
-        resume=resume,
-        handle_signals=handle_signals,
-        progress=progress,
         count_tokens=lambda batch: int(batch.labels.numel()),
-        distributed=dist_,
     )
-    parameters = sum(p.numel() for p in model.parameters())
-    return TrainedImageClassifier(out, result, parameters)
 
 
 TASK = TaskSpec(

@@ -13,45 +13,29 @@ shuffles them, both a pure function of ``(seed, epoch)``, so a resumed run sees 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from qkv.data.text_corpus import load_text_corpus
 from qkv.decoding.sampling import SamplingConfig
-from qkv.io import atomic_write_json
-from qkv.models.language_model import PRESETS
-from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.models.presets import with_preset
+from qkv.models.registry import build_config, build_model
 from qkv.tasks.lm_data import LMBatch, lm_batches, lm_loss, load_tokenizer, train_tokenizer
 from qkv.tasks.lm_runner import LanguageModel, LMEvaluation
 from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.run_config import LMDataConfig, RunConfig
-from qkv.tasks.run_dir import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, claim_run_dir
-from qkv.training.checkpoint import save_weights
+from qkv.tasks.run_dir import TOKENIZER_FILE
+from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainConfig, TrainResult, train, training_device
+from qkv.training.trainer import TrainConfig
 
 logger = logging.getLogger(__name__)
 
 
 def model_values(model: dict[str, Any], vocab_size: int) -> dict[str, Any]:
     """The model section with its ``preset`` expanded and the tokenizer's vocabulary size."""
-    values = dict(model)
-    preset = values.pop("preset", None)
-    if preset is not None:
-        if preset not in PRESETS:
-            raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(PRESETS)}")
-        values = {**PRESETS[preset], **values}
-    return {**values, "vocab_size": vocab_size}
-
-
-@dataclass(frozen=True)
-class TrainedLM:
-    model_dir: Path
-    result: TrainResult
-    parameters: int
+    return {**with_preset("transformer_lm", model), "vocab_size": vocab_size}
 
 
 def train_language_model(
@@ -62,24 +46,19 @@ def train_language_model(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedLM:
+) -> Trained:
     """Train ``config``'s language model on its corpus; the best weights (by validation loss)
     go to ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
-    if config.task != "language_model":
-        raise ValueError(f"train_language_model needs task language_model, got {config.task!r}")
+    run = TrainingRun(config, task="language_model", resume=resume, overwrite=overwrite,
+                      distributed=distributed, progress=progress,
+                      handle_signals=handle_signals)  # fmt: skip
     data: LMDataConfig = config.data  # type: ignore[assignment]
-    dist_ = distributed or Distributed()
-    out = Path(config.out_dir)
-    training_device(config.train, dist_)  # reject what can be rejected before any write
-    if not resume and dist_.main:
-        claim_run_dir(out, overwrite)
-    torch.manual_seed(config.train.seed)
     corpus = load_text_corpus(data.corpus, **data.options)
-    if resume or not dist_.main:
-        dist_.barrier()
-        tokenizer = load_tokenizer(out / TOKENIZER_FILE)
-    else:
-        tokenizer = train_tokenizer(data, corpus.train)
+    tokenizer = run.shared(
+        make=lambda: train_tokenizer(data, corpus.train),
+        load=lambda out: load_tokenizer(out / TOKENIZER_FILE),
+        save=lambda tok, out: tok.save(out / TOKENIZER_FILE),
+    )
     train_ids = torch.tensor(tokenizer.encode(corpus.train), dtype=torch.long)
     valid_ids = torch.tensor(tokenizer.encode(corpus.valid), dtype=torch.long)
     if data.valid_tokens is not None:
@@ -90,14 +69,7 @@ def train_language_model(
             f"data.block_size={data.block_size} exceeds the model's max_len={model_config.max_len}"
         )
     model = build_model(config.family, model_config)
-    saved = config.to_dict()
-    saved["model"] = {"family": config.family, **config_to_dict(model_config)}
-    if dist_.main:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / CONFIG_FILE, saved)
-        tokenizer.save(out / TOKENIZER_FILE)
-        if not resume:
-            dist_.barrier()
+    run.save(model_config, write=lambda directory: tokenizer.save(directory / TOKENIZER_FILE))
     batch_size = max(1, config.train.batch_tokens // data.block_size)
 
     def evaluate() -> dict[str, float]:
@@ -109,7 +81,7 @@ def train_language_model(
             total, tokens = total + float(loss), tokens + int(n)
         return {"valid_loss": total / max(tokens, 1)}
 
-    result = train(
+    return run.train(
         model,
         loss_fn=lm_loss,
         batches=lambda epoch, start: lm_batches(
@@ -120,20 +92,11 @@ def train_language_model(
             epoch=epoch,
             start=start,
         ),
-        config=config.train,
         evaluate=evaluate,
         metric="valid_loss",
         higher_is_better=False,
-        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
-        run_dir=out,
-        resume=resume,
-        handle_signals=handle_signals,
-        progress=progress,
         count_tokens=lambda batch: batch.targets.numel(),
-        distributed=dist_,
     )
-    parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-    return TrainedLM(out, result, parameters)
 
 
 TASK = TaskSpec(
@@ -154,7 +117,7 @@ __all__ = [
     "LMBatch",
     "LMEvaluation",
     "LanguageModel",
-    "TrainedLM",
+    "Trained",
     "lm_batches",
     "lm_loss",
     "load_tokenizer",

@@ -1,7 +1,7 @@
 """One run skeleton for every task: what a training run does whatever its task, so that a task's
 ``train`` holds only what differs (its data, model, loss and evaluation).
 
-    run = TrainingRun(config, resume=..., overwrite=..., distributed=..., progress=...)
+    run = TrainingRun(config, task="translation", resume=..., overwrite=..., progress=...)
     vocab = run.shared(make=..., load=..., save=...)   # rank 0 makes it, the others read it
     model = ...                                         # the task builds its model
     run.save(model_config, write=vocab_files)           # config.json + the task's files (rank 0)
@@ -25,6 +25,7 @@ from torch import nn
 
 from qkv.io import atomic_write_json
 from qkv.models.registry import config_to_dict
+from qkv.tasks.registry import task as registered
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, claim_run_dir, snapshot_dir
 from qkv.training.checkpoint import save_weights
@@ -53,6 +54,8 @@ class TrainingRun:
     """A run of ``config`` being set up and trained (see the module docstring).
 
     Args:
+        task: the task the caller trains; ``config`` must be one of its runs, of one of its
+            model families.
         resume: continue the run in ``config.out_dir`` from its latest checkpoint; files the
             run wrote (vocabularies) are read back, not made again.
         overwrite: start afresh in a directory that already holds a run (its outputs are
@@ -67,12 +70,21 @@ class TrainingRun:
         self,
         config: RunConfig,
         *,
+        task: str,
         resume: bool = False,
         overwrite: bool = False,
         distributed: Distributed | None = None,
         progress: bool = False,
         handle_signals: bool = False,
     ) -> None:
+        spec = registered(task)
+        if config.task != spec.name:
+            raise ValueError(f"{spec.name} training needs task {spec.name}, got {config.task!r}")
+        if config.family not in spec.families:
+            raise ValueError(
+                f"{spec.name} trains model.family {' or '.join(spec.families)}, got "
+                f"{config.family!r}"
+            )
         self.config, self.out = config, Path(config.out_dir)
         self.resume, self.progress, self.handle_signals = resume, progress, handle_signals
         self.distributed = distributed or Distributed()

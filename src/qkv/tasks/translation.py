@@ -88,8 +88,9 @@ def train_translation(
         distributed: this process's rank under torchrun: rank 0 trains the tokenizers and
             writes every file; the other ranks read the tokenizers it wrote.
     """
-    run = TrainingRun(config, resume=resume, overwrite=overwrite, distributed=distributed,
-                      progress=progress, handle_signals=handle_signals)  # fmt: skip
+    run = TrainingRun(config, task="translation", resume=resume, overwrite=overwrite,
+                      distributed=distributed, progress=progress,
+                      handle_signals=handle_signals)  # fmt: skip
     data: DataConfig = config.data  # type: ignore[assignment]
     corpus = load_corpus(data.corpus, **data.options)
     src_tok, tgt_tok = run.shared(
