@@ -118,10 +118,14 @@ CASES: dict[str, Callable[[Callable[[Tensor], Tensor]], object]] = {
     ),
     "BertEncoder": lambda m: BertEncoder(BertConfig.preset("tiny"))(_ids(S), keep=m(_pad2())),
     "EncoderClassifier": lambda m: EncoderClassifier(
-        EncoderClassifierConfig(V, 3, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+        EncoderClassifierConfig.from_flat(
+            dict(vocab_size=V, num_labels=3, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+        )
     )(_ids(S), keep=m(_pad2())),
     "SequenceTagger": lambda m: SequenceTagger(
-        SequenceTaggerConfig(V, 3, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+        SequenceTaggerConfig.from_flat(
+            dict(vocab_size=V, num_tags=3, d_model=D, num_heads=H, num_layers=1, d_ff=16)
+        )
     )(_ids(S), keep=m(_pad2())),
     "TransformerLM": lambda m: TransformerLM(
         TransformerLMConfig(vocab_size=V, max_len=16, d_model=D, num_heads=H, num_layers=1, d_ff=16)
