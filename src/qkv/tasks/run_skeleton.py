@@ -93,34 +93,39 @@ class TrainingRun:
             claim_run_dir(self.out, overwrite)
         torch.manual_seed(config.train.seed)
         self._saved: dict[str, Any] | None = None
+        self._shared: list[Callable[[Path], None]] = []
         self._write: Callable[[Path], None] = lambda directory: None
 
     def shared(
         self, *, make: Callable[[], T], load: Callable[[Path], T], save: Callable[[T, Path], None]
     ) -> T:
         """A value every rank must share (a vocabulary trained on the data): rank 0 makes it
-        and saves it into the run directory, the other ranks wait and load it; a resumed run
-        loads what it saved."""
+        and writes it with the run's other files in :meth:`save` (so a run that fails before,
+        on a model too large say, writes nothing); the other ranks wait for that and load it.
+        A resumed run loads what it saved."""
         if self.resume:
             return load(self.out)
         if self.distributed.main:
             value = make()
-            self.out.mkdir(parents=True, exist_ok=True)
-            save(value, self.out)
-            self.distributed.barrier()  # the other ranks may read it now
+            self._shared.append(lambda directory: save(value, directory))
             return value
-        self.distributed.barrier()
+        self.distributed.barrier()  # rank 0 has written it (in save)
         return load(self.out)
 
     def save(self, model_config: Any, write: Callable[[Path], None] | None = None) -> None:
-        """Write ``config.json`` (the model section as built) and, through ``write(directory)``,
-        the task's own files (vocabularies, labels) into the run directory (rank 0); snapshots
-        write the same."""
+        """Write ``config.json`` (the model section as built), the shared values and, through
+        ``write(directory)``, the task's own files (vocabularies, labels) into the run directory
+        (rank 0); snapshots write the same."""
         saved = self.config.to_dict()
         saved["model"] = {"family": self.config.family, **config_to_dict(model_config)}
         self._saved, self._write = saved, write or (lambda directory: None)
         if self.distributed.main:
+            for write_shared in self._shared:
+                self.out.mkdir(parents=True, exist_ok=True)
+                write_shared(self.out)
             self._write_files(self.out, saved)
+            if self._shared:
+                self.distributed.barrier()  # the other ranks may read the shared values now
 
     def _write_files(self, directory: Path, saved: dict[str, Any]) -> None:
         directory.mkdir(parents=True, exist_ok=True)
