@@ -90,6 +90,16 @@ def attention_row(prefix: Sequence[int], table_id: int, width: int, length: int)
     return [value if j < length else PADDING_ATTENTION for j, value in enumerate(row)]
 
 
+@dataclass(frozen=True)
+class ScriptedEncoding:
+    """The scripted model's encoding: its inputs and ``keep (B, S)``, the real source positions
+    (what the searches read to drop padding columns from a hypothesis's attention)."""
+
+    src: Tensor
+    src_lengths: Tensor
+    keep: Tensor
+
+
 @dataclass
 class ScriptedModel:
     """A :class:`~qkv.decoding.protocol.StepModel` that follows ``next_probs``.
@@ -108,15 +118,25 @@ class ScriptedModel:
     dtype: torch.dtype = torch.float64
     rows_stepped: int = 0
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> dict[str, Tensor]:
-        assert src.dim() == 2 and src.size(1) >= 3, "the scripted model needs S >= 3"
-        return {"src": src, "src_lengths": src_lengths}
+    def encode(self, src: Tensor, src_lengths: Tensor) -> ScriptedEncoding:
+        # A model checks its own inputs (the searches pass them on untouched), as the
+        # Transformer and the RNN do.
+        if src.dim() != 2:
+            raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+        if src_lengths.shape != (src.size(0),):
+            raise ValueError(
+                f"src_lengths must be (B,) = ({src.size(0)},) for src of shape "
+                f"{tuple(src.shape)}, got shape {tuple(src_lengths.shape)}"
+            )
+        assert src.size(1) >= 3, "the scripted model needs S >= 3"
+        keep = torch.arange(src.size(1))[None, :] < src_lengths[:, None]  # (B, S)
+        return ScriptedEncoding(src, src_lengths, keep)
 
-    def init_state(self, encoded: dict[str, Tensor]) -> dict[str, Tensor]:
-        src = encoded["src"]
+    def init_state(self, encoded: ScriptedEncoding) -> dict[str, Tensor]:
+        src = encoded.src
         return {
             "src": src,  # (B, S) stands for the encoder memory: select_state must reorder it
-            "src_lengths": encoded["src_lengths"],
+            "src_lengths": encoded.src_lengths,
             "fed": torch.empty((src.size(0), 0), dtype=torch.long),  # (B, t) tokens fed so far
         }
 

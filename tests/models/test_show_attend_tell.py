@@ -1,8 +1,9 @@
 """Show, Attend and Tell: the first decoder step against a hand-written float64 computation
 (mean-region initialisation, additive score, masked softmax, gated context, LSTM gates, deep
 output), the region layout (column j lies on tile j // Gw), padding that changes nothing and
-gets exactly zero weight, greedy generation that agrees with teacher forcing and with its batch,
-hard attention (argmax in eval, the REINFORCE baseline buffer), and bad inputs named."""
+gets exactly zero weight, greedy captions (qkv.decoding.greedy_search) that agree with teacher
+forcing and with their batch, hard attention (argmax in eval, the REINFORCE baseline buffer),
+and bad inputs named."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 
 from qkv.models.registry import build_config, build_model, config_to_dict, family_of
 from qkv.models.show_attend_tell import PRESETS, ShowAttendTell, ShowAttendTellConfig
+from tests.models.captions import greedy_captions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -141,7 +143,7 @@ def test_padding_a_strip_changes_nothing(attention):
 def test_greedy_generation_agrees_with_teacher_forcing_and_its_batch(attention):
     model = tiny(attention)
     images = strips(b=3, tiles=2, seed=5)
-    generated = model.generate(images, None, max_len=4, bos=1, eos=2)
+    generated = greedy_captions(model, images, None, max_len=4, bos=1, eos=2)
     assert generated.ids.shape[1] == generated.attention.shape[1] <= 5
     for row in range(3):
         length = int(generated.lengths[row])
@@ -155,7 +157,7 @@ def test_greedy_generation_agrees_with_teacher_forcing_and_its_batch(attention):
         words = forced.logits[0, :free, 2:].argmax(-1) + 2  # <pad> and <bos> are never said
         assert torch.equal(words, ids[:free])
         torch.testing.assert_close(forced.weights[0], generated.attention[row, :steps])
-        alone = model.generate(images[row : row + 1], None, max_len=4, bos=1, eos=2)
+        alone = greedy_captions(model, images[row : row + 1], None, max_len=4, bos=1, eos=2)
         assert int(alone.lengths[0]) == length
         assert torch.equal(alone.ids[0, :steps], ids)
 
@@ -164,7 +166,7 @@ def test_generation_never_says_pad_or_bos():
     model = tiny()
     with torch.no_grad():
         model.output.bias[:2] = 100.0  # <pad> and <bos> are by far the most likely
-    generated = model.generate(strips(b=2), None, max_len=3, bos=1, eos=2)
+    generated = greedy_captions(model, strips(b=2), None, max_len=3, bos=1, eos=2)
     assert (generated.ids >= 2).all()
 
 
@@ -172,7 +174,7 @@ def test_generation_stops_at_max_len_with_eos():
     model = tiny()
     with torch.no_grad():
         model.output.bias[2] = -100.0  # <eos> is never chosen on its own
-    generated = model.generate(strips(b=2), None, max_len=3, bos=1, eos=2)
+    generated = greedy_captions(model, strips(b=2), None, max_len=3, bos=1, eos=2)
     assert generated.lengths.tolist() == [3, 3]
     assert generated.ids.shape == (2, 4) and (generated.ids[:, 3] == 2).all()
 

@@ -1,4 +1,5 @@
-"""What greedy and beam search share: argument checks, the length constraints, one checked step.
+"""What greedy and beam search share: argument checks, the encoding's positions, the length
+constraints and forbidden tokens, one checked step.
 
 Length convention of both searches (``tokens`` excludes BOS and the final EOS):
 
@@ -8,18 +9,21 @@ Length convention of both searches (``tokens`` excludes BOS and the final EOS):
   ``max_len`` is one number, or one per sentence (``(B,)``), so that a sentence's output never
   depends on the other sentences of its batch.
 
-A forbidden token gets log-probability ``-inf``; the others keep the model's log-probabilities
-(they are not renormalised), so every score is the model's log-probability of the output.
+Tokens in ``forbidden_ids`` are never generated (a captioner's ``<bos>`` and ``<pad>``, which
+are never targets). A forbidden token gets log-probability ``-inf``; the others keep the model's
+log-probabilities (they are not renormalised), so every score is the model's log-probability of
+the output.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from qkv.decoding.protocol import StepModel
+from qkv.decoding.protocol import Encoding, StepModel
 from qkv.models.outputs import StepOutput
 
 
@@ -36,16 +40,10 @@ def sentence_limits(max_len: int | Tensor | list[int], batch: int, device: torch
     return limits
 
 
-def check_lengths(src: Tensor, src_lengths: Tensor, *, max_len: int | Tensor, min_len: int) -> None:
-    """Raise ``ValueError`` naming the offending values (``max_len``: a number or ``(B,)``)."""
-    if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
-    if src_lengths.shape != (src.size(0),):
-        raise ValueError(
-            f"src_lengths must be (B,) = ({src.size(0)},) for src of shape {tuple(src.shape)}, "
-            f"got shape {tuple(src_lengths.shape)}"
-        )
-    limits = sentence_limits(max_len, src.size(0), src.device)
+def check_limits(max_len: int | Tensor | list[int], min_len: int) -> None:
+    """Raise ``ValueError`` naming the offending values (``max_len``: a number or one per
+    sentence; :func:`sentence_limits` checks that there is one per sentence)."""
+    limits = torch.as_tensor(max_len, dtype=torch.long).flatten()
     shown = max_len if isinstance(max_len, int) else limits.tolist()
     if limits.numel() and int(limits.min()) < 0:
         raise ValueError(f"max_len must be >= 0, got max_len={shown}")
@@ -53,6 +51,34 @@ def check_lengths(src: Tensor, src_lengths: Tensor, *, max_len: int | Tensor, mi
         raise ValueError(
             f"min_len must be between 0 and max_len, got min_len={min_len}, max_len={shown}"
         )
+
+
+def check_forbidden(forbidden_ids: Sequence[int], eos_id: int) -> tuple[int, ...]:
+    """The forbidden token ids as a tuple; EOS may not be one of them (nothing could end)."""
+    forbidden = tuple(int(i) for i in forbidden_ids)
+    if eos_id in forbidden:
+        raise ValueError(f"eos_id={eos_id} cannot be forbidden, got forbidden_ids={forbidden}")
+    return forbidden
+
+
+def positions(encoded: Encoding) -> Tensor:
+    """``encoded.keep`` as ``(B, S)``: ``True`` at the real positions of each sentence."""
+    keep = getattr(encoded, "keep", None)
+    if not isinstance(keep, Tensor) or keep.dtype != torch.bool or keep.dim() < 2:
+        shown = (
+            f"{keep.dtype} of shape {tuple(keep.shape)}"
+            if isinstance(keep, Tensor)
+            else type(keep).__name__
+        )
+        raise ValueError(
+            "model.encode must return a value whose keep is a bool tensor (B, .., S) of the "
+            f"positions its attention covers, got {shown}"
+        )
+    if any(size != 1 for size in keep.shape[1:-1]):
+        raise ValueError(
+            f"the encoding's keep must be (B, 1, .., 1, S), got shape {tuple(keep.shape)}"
+        )
+    return keep.reshape(keep.size(0), keep.size(-1))
 
 
 def checked_step(
@@ -64,10 +90,12 @@ def checked_step(
     min_len: int,
     max_len: Tensor,
     eos_id: int,
+    forbidden: tuple[int, ...] = (),
 ) -> tuple[StepOutput, Tensor]:
     """Run ``model.step`` and return its output and the constrained log-probabilities.
 
-    ``max_len`` is ``(N,)``: the limit of each row's sentence.
+    ``max_len`` is ``(N,)``: the limit of each row's sentence; ``forbidden``: token ids never
+    generated.
 
     Returns:
         ``(out, log_probs)``: ``log_probs (N, V)`` in float64 (sums of many terms stay exact to
@@ -89,7 +117,14 @@ def checked_step(
             f"model.step returned attention of shape {tuple(out.attention.shape)}, "
             f"expected ({rows}, S)"
         )
+    if forbidden and not 0 <= min(forbidden) <= max(forbidden) < vocab:
+        raise ValueError(
+            f"forbidden_ids={list(forbidden)} are out of range for a vocabulary of {vocab}"
+        )
     log_probs = log_probs.to(torch.float64)
+    if forbidden:
+        index = torch.tensor(forbidden, device=log_probs.device)
+        log_probs = log_probs.index_fill(1, index, -math.inf)
     if step < min_len:
         log_probs = log_probs.index_fill(
             1, torch.tensor([eos_id], device=log_probs.device), -math.inf
@@ -102,9 +137,16 @@ def checked_step(
     return out, log_probs
 
 
-def trimmed(attention: Tensor | None, length: int) -> Tensor | None:
-    """``attention (T, S)`` without the padding columns past the sentence's source length."""
-    return None if attention is None else attention[:, :length].clone()
+def trimmed(attention: Tensor | None, keep: Tensor) -> Tensor | None:
+    """``attention (T, S)`` at the real positions ``keep (S,)`` only (a copy)."""
+    if attention is None:
+        return None
+    if attention.size(-1) != keep.size(0):
+        raise ValueError(
+            f"model.step returned attention over {attention.size(-1)} positions, but the "
+            f"encoding's keep covers {keep.size(0)}"
+        )
+    return attention[:, keep]
 
 
 def append_attention(history: Tensor | None, attention: Tensor | None, step: int) -> Tensor | None:

@@ -24,6 +24,9 @@ Length constraints (``min_len``, ``max_len`` with a forced EOS) are those of
 :mod:`qkv.decoding._common`: at step ``max_len`` only EOS is allowed, so every live hypothesis is
 finished there with the model's own EOS log-probability and competes like any other.
 
+The model is anything that implements the step protocol (:mod:`qkv.decoding.protocol`): the
+search passes ``*inputs`` to its ``encode``, so translations and captions share it.
+
 Every sentence's rows are computed independently and a finished sentence leaves the batch, so a
 batch of ``N`` sentences gives the results of ``N`` batches of one. With ``beam_size = 1``,
 ``n_best = 1`` and ``alpha = 0`` the search is greedy search.
@@ -33,14 +36,18 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from qkv.decoding._common import (
     append_attention,
-    check_lengths,
+    check_forbidden,
+    check_limits,
     checked_step,
+    positions,
     sentence_limits,
     trimmed,
 )
@@ -82,9 +89,7 @@ class _Pool:
 @torch.no_grad()
 def beam_search(
     model: StepModel,
-    src: Tensor,
-    src_lengths: Tensor,
-    *,
+    *inputs: Any,
     beam_size: int,
     max_len: int | Tensor | list[int],
     min_len: int = 0,
@@ -93,16 +98,18 @@ def beam_search(
     bos_id: int = 1,
     eos_id: int = 2,
     pad_id: int = 0,
+    forbidden_ids: Sequence[int] = (),
 ) -> list[list[Hypothesis]]:
-    """Decode every sentence of ``src`` with beam search.
+    """Decode every sentence of a batch with beam search.
 
     The model is used as it is: call ``model.eval()`` first to decode without dropout. Its
     ``log_probs`` must be normalised (every entry <= 0): the stopping rule relies on it.
 
     Args:
         model: any :class:`~qkv.decoding.protocol.StepModel`.
-        src: ``(B, S)`` source token ids, right-padded.
-        src_lengths: ``(B,)`` true source lengths.
+        inputs: what ``model.encode`` takes, for one batch: ``src (B, S)`` right-padded source
+            ids and their true lengths ``(B,)`` for translation; ``images`` and their region
+            ``keep`` for a captioner.
         beam_size: ``K``, live hypotheses kept per sentence.
         max_len: most tokens per output, EOS not counted; a hypothesis still running after
             ``max_len`` tokens gets a forced EOS (scored with the model's EOS log-probability).
@@ -113,6 +120,7 @@ def beam_search(
         bos_id: the token fed at the first step.
         eos_id: the token that ends a hypothesis.
         pad_id: the token fed to empty beam slots (their outputs are never used).
+        forbidden_ids: tokens never generated (their log-probability is ``-inf``).
 
     Returns:
         For each sentence, in batch order, its ``n_best`` distinct hypotheses, best score first.
@@ -120,7 +128,8 @@ def beam_search(
         log-probability ``-inf`` are never chosen). Ties between equal candidates are broken
         arbitrarily.
     """
-    check_lengths(src, src_lengths, max_len=max_len, min_len=min_len)
+    check_limits(max_len, min_len)
+    forbidden = check_forbidden(forbidden_ids, eos_id)
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got beam_size={beam_size}")
     if not 1 <= n_best <= beam_size:
@@ -129,11 +138,11 @@ def beam_search(
         )
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be finite, got {length_penalty}")
-    batch, k = src.size(0), beam_size
+    encoded = model.encode(*inputs)
+    real = positions(encoded)  # (B, S): the columns each hypothesis's attention keeps
+    batch, k, device = real.size(0), beam_size, real.device
     if batch == 0:
         return []
-    device = src.device
-    lengths = src_lengths.tolist()
     limits = sentence_limits(max_len, batch, device)  # (B,)
     limit_list = limits.tolist()
     pools = [_Pool(n_best) for _ in range(batch)]
@@ -141,7 +150,7 @@ def beam_search(
     def penalty(n: int) -> float:
         return gnmt_length_penalty(n, length_penalty)
 
-    state = model.init_state(model.encode(src, src_lengths))
+    state = model.init_state(encoded)
     # Rows b*K .. b*K + K - 1 hold the beam of the b-th active sentence.
     state = model.select_state(state, torch.arange(batch, device=device).repeat_interleave(k))
     active = list(range(batch))  # original index of each active sentence (n of them)
@@ -155,7 +164,14 @@ def beam_search(
         n = len(active)
         row_limits = limits[torch.tensor(active, device=device)].repeat_interleave(k)  # (n*K,)
         out, log_probs = checked_step(
-            model, tokens, state, step=step, min_len=min_len, max_len=row_limits, eos_id=eos_id
+            model,
+            tokens,
+            state,
+            step=step,
+            min_len=min_len,
+            max_len=row_limits,
+            eos_id=eos_id,
+            forbidden=forbidden,
         )  # log_probs (n*K, V)
         vocab = log_probs.size(1)
         attn_history = append_attention(attn_history, out.attention, step)  # (n*K, t+1, S)
@@ -183,7 +199,7 @@ def beam_search(
                         tokens=history[row].tolist(),
                         score=score,
                         log_prob=log_prob,
-                        attention=trimmed(attention, lengths[sentence]),
+                        attention=trimmed(attention, real[sentence]),
                     )
                 )
 

@@ -1,5 +1,9 @@
 """Greedy decoding: at every step take the most probable token, ``y_t = argmax p(y | y_<t, X)``.
 
+The model is anything that implements the step protocol (:mod:`qkv.decoding.protocol`): the
+search passes ``*inputs`` to its ``encode``, so it decodes translations from ``(src,
+src_lengths)`` and captions from ``(images, keep)`` alike.
+
 Batched: every sentence of the batch is decoded at once; a sentence that has produced its EOS
 leaves the batch (``model.select_state`` drops its rows), so its later steps are never computed
 and cannot change it. Length constraints (``min_len``, ``max_len`` with a forced EOS) are those of
@@ -8,15 +12,18 @@ and cannot change it. Length constraints (``min_len``, ``max_len`` with a forced
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 from torch import Tensor
 
 from qkv.decoding._common import (
     append_attention,
-    check_lengths,
+    check_forbidden,
+    check_limits,
     checked_step,
+    positions,
     sentence_limits,
     trimmed,
 )
@@ -27,41 +34,43 @@ from qkv.decoding.protocol import StepModel
 @torch.no_grad()
 def greedy_search(
     model: StepModel,
-    src: Tensor,
-    src_lengths: Tensor,
-    *,
+    *inputs: Any,
     max_len: int | Tensor | list[int],
     min_len: int = 0,
     bos_id: int = 1,
     eos_id: int = 2,
+    forbidden_ids: Sequence[int] = (),
 ) -> list[Hypothesis]:
-    """Decode every sentence of ``src`` greedily.
+    """Decode every sentence of a batch greedily.
 
     The model is used as it is: call ``model.eval()`` first to decode without dropout.
 
     Args:
         model: any :class:`~qkv.decoding.protocol.StepModel`.
-        src: ``(B, S)`` source token ids, right-padded.
-        src_lengths: ``(B,)`` true source lengths.
+        inputs: what ``model.encode`` takes, for one batch: ``src (B, S)`` right-padded source
+            ids and their true lengths ``(B,)`` for translation; ``images`` and their region
+            ``keep`` for a captioner.
         max_len: most tokens per output, EOS not counted; a sentence still running after
             ``max_len`` tokens gets a forced EOS (scored with the model's EOS log-probability).
             One number, or one per sentence ``(B,)``.
         min_len: fewest tokens per output, EOS not counted (EOS is forbidden before).
         bos_id: the token fed at the first step.
         eos_id: the token that ends a sentence.
+        forbidden_ids: tokens never generated (their log-probability is ``-inf``).
 
     Returns:
         One :class:`Hypothesis` per sentence, in batch order; ``score == log_prob``.
         Ties between equally probable tokens go to the lowest token id.
     """
-    check_lengths(src, src_lengths, max_len=max_len, min_len=min_len)
-    batch = src.size(0)
+    check_limits(max_len, min_len)
+    forbidden = check_forbidden(forbidden_ids, eos_id)
+    encoded = model.encode(*inputs)
+    real = positions(encoded)  # (B, S): the columns each hypothesis's attention keeps
+    batch, device = real.size(0), real.device
     if batch == 0:
         return []
-    device = src.device
-    lengths = src_lengths.tolist()
     limits = sentence_limits(max_len, batch, device)  # (B,)
-    state = model.init_state(model.encode(src, src_lengths))
+    state = model.init_state(encoded)
 
     # Rows still decoding; row i is sentence active[i].
     active = torch.arange(batch, device=device)  # (N,)
@@ -73,7 +82,14 @@ def greedy_search(
 
     for step in range(int(limits.max()) + 1):
         out, log_probs = checked_step(
-            model, tokens, state, step=step, min_len=min_len, max_len=limits[active], eos_id=eos_id
+            model,
+            tokens,
+            state,
+            step=step,
+            min_len=min_len,
+            max_len=limits[active],
+            eos_id=eos_id,
+            forbidden=forbidden,
         )  # log_probs (N, V)
         tokens = log_probs.argmax(dim=-1)  # (N,) the first maximum: lowest id on ties
         log_prob = log_prob + log_probs.gather(1, tokens[:, None]).squeeze(1)
@@ -89,7 +105,7 @@ def greedy_search(
                 tokens=history[i, :-1].tolist(),
                 score=value,
                 log_prob=value,
-                attention=trimmed(attention, lengths[sentence]),
+                attention=trimmed(attention, real[sentence]),
             )
         if bool(finished.all()):
             break

@@ -21,9 +21,10 @@ class Hypothesis:
         score: ``log_prob / lp(len(tokens) + 1)`` (beam search's GNMT length penalty);
             equal to ``log_prob`` for greedy search and for beam search with ``alpha = 0``.
         log_prob: sum of the log-probabilities of every generated token, the EOS included.
-        attention: ``(len(tokens) + 1, S)``: row ``i`` is the model's attention over the source
+        attention: ``(len(tokens) + 1, S)``: row ``i`` is the model's attention over its input
             (``StepOutput.attention``) when it produced token ``i`` (the last row: the EOS);
-            ``S`` is this sentence's own source length (padding columns are dropped).
+            ``S`` counts this sentence's real positions (``True`` in the encoding's ``keep``:
+            its source length, or the regions of a strip's real tiles), in their order.
             ``None`` when the model returns no attention.
     """
 

@@ -9,24 +9,20 @@ of image regions, with soft (deterministic) or hard (stochastic) attention.
     h_t, c_t = LSTM([E y_{t-1}; z_t], h_{t-1}, c_{t-1})                        (eq. 1-3)
     p(y_t) = softmax(L_o(E y_{t-1} + L_h h_t + L_z z_t))          deep output layer, eq. (7)
 
-The image is a strip of equal tiles (:mod:`qkv.data.strips`). The encoder runs on each tile
-alone: blocks of two 3x3 convolutions (BatchNorm, ReLU) and a 2x2 max-pool, optional 3x3
-convolutions on the region grid (so that one region can see its whole tile), then a 1x1
-projection to ``D``. With ``k`` blocks the stride is ``2**k``, and a tile of ``H x W`` pixels
-gives ``Gh x Gw = H / 2**k x W / 2**k`` regions (28 pixels, two blocks: 7 x 7). A strip of
-``n`` tiles gives the grid ``Gh x n Gw``, flattened row-major to ``R = Gh n Gw`` regions; region
-column ``j`` lies inside tile ``j // Gw``. Encoding tiles alone means a padded tile (``keep``
-false) is never computed and cannot change a real region, so padding a strip changes nothing.
-Content alone cannot say which "3" of "3 3 5" comes first, so each region gets a learned
-embedding of its place in the tile and a sinusoidal encoding of its tile's index.
+The image is a strip of equal tiles, each encoded alone by a CNN into ``Gh x Gw`` regions
+(:class:`~qkv.models.region_encoder.RegionEncoder`; a strip of ``n`` tiles has ``R = Gh n Gw``
+regions, row-major). Content alone cannot say which "3" of "3 3 5" comes first, so each region
+gets a learned embedding of its place in the tile and a sinusoidal encoding of its tile's index.
 
-Attention runs through qkv's core: soft attention is :func:`qkv.attention.core.attend` with the
-:class:`~qkv.attention.scores.Additive` score; hard attention is
-:class:`qkv.attention.hard.HardAttention` (REINFORCE mode: sample in training, argmax in eval) on
-the same score. In training the hard model can be told, per strip, to use the expected (soft)
-context instead of a sample (section 4.1: "with probability 0.5 ... set to its expected value").
-The REINFORCE baseline (eq. 12, an exponential moving average of the reward) is a buffer of the
-model, so it is saved and restored with the weights.
+Attention over the regions is :func:`~qkv.models.region_attention.attend_regions`: soft through
+qkv's core, hard through :class:`~qkv.attention.hard.HardAttention` (sampled in training, the
+most likely region in eval; in training a hard model may take the expected context for some
+strips, section 4.1). The REINFORCE baseline (eq. 12, an exponential moving average of the
+reward) is a buffer of the model, so it is saved and restored with the weights.
+
+The model implements the step protocol of :mod:`qkv.decoding.protocol` on the inputs ``(images,
+keep)``: captions are written by :func:`qkv.decoding.greedy_search` or
+:func:`qkv.decoding.beam_search`, as translations are.
 """
 
 from __future__ import annotations
@@ -36,12 +32,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from qkv.attention.core import attend
 from qkv.attention.hard import HardAttention
-from qkv.attention.masks import check_keep
 from qkv.attention.scores import Additive
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.models.outputs import StepOutput
+from qkv.models.region_attention import AttentionStep, attend_regions
+from qkv.models.region_encoder import RegionEncoder
 from qkv.models.sizes import check_parameters, recurrent_layers
 
 ATTENTIONS = ("soft", "hard")
@@ -209,7 +205,8 @@ class CaptionOutput:
 @dataclass(frozen=True)
 class EncodedImages:
     """The regions of a batch, computed once and read at every step: ``regions (B, R, D)``,
-    the score's key projection ``prepared (B, R, A)``, ``keep (B, 1, R)``."""
+    the score's key projection ``prepared (B, R, A)``, ``keep (B, 1, R)`` (``True`` at the
+    regions of real tiles; the decoding searches read it as :class:`qkv.decoding.Encoding`)."""
 
     regions: Tensor
     prepared: Tensor
@@ -226,50 +223,12 @@ class DecoderState:
 
 
 @dataclass(frozen=True)
-class AttentionStep:
-    """One word's attention: the gated context ``z_t (B, D)`` (eq. 13's ``beta * sum alpha a``
-    for soft attention, the chosen region's for hard), ``alpha (B, R)`` and, for hard attention
-    only, the chosen region ``choice (B,)``, its differentiable ``log_prob (B,)`` (0 where the
-    expected context was used) and the ``entropy (B,)`` of ``alpha`` in nats."""
+class DecoderStep:
+    """One word of the decoder: ``logits (B, V)``, the state after it and its attention."""
 
-    context: Tensor
-    alpha: Tensor
-    choice: Tensor | None = None
-    log_prob: Tensor | None = None
-    entropy: Tensor | None = None
-
-
-@dataclass(frozen=True)
-class GeneratedCaptions:
-    """Greedy captions: ``ids (B, L)`` (words, ``<eos>``, then ``<pad>``), ``lengths (B,)``
-    words before ``<eos>``, ``attention (B, L, R)`` the map of every step (zero after the end)."""
-
-    ids: Tensor
-    lengths: Tensor
-    attention: Tensor
-
-
-def _encoder(config: ShowAttendTellConfig) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    width = config.image_channels
-    for channels in config.conv_channels:
-        for conv_in in (width, channels):
-            layers += [
-                nn.Conv2d(conv_in, channels, 3, padding=1, bias=False),
-                nn.BatchNorm2d(channels),
-                nn.ReLU(inplace=True),
-            ]
-        layers.append(nn.MaxPool2d(2))
-        width = channels
-    for _ in range(config.region_layers):
-        layers += [
-            nn.Conv2d(width, config.feature_dim, 3, padding=1, bias=False),
-            nn.BatchNorm2d(config.feature_dim),
-            nn.ReLU(inplace=True),
-        ]
-        width = config.feature_dim
-    layers += [nn.Conv2d(width, config.feature_dim, 1), nn.ReLU(inplace=True)]
-    return nn.Sequential(*layers)
+    logits: Tensor
+    state: DecoderState
+    attention: AttentionStep
 
 
 class ShowAttendTell(nn.Module):
@@ -286,7 +245,10 @@ class ShowAttendTell(nn.Module):
         super().__init__()
         self.config = c = config
         gh, gw = c.regions_per_tile
-        self.encoder = _encoder(c)
+        self.encoder = RegionEncoder(
+            c.image_channels, c.tile_height, c.tile_width, c.conv_channels, c.region_layers,
+            c.feature_dim,
+        )  # fmt: skip
         self.place = nn.Parameter(torch.zeros(gh * gw, c.feature_dim))  # within a tile
         nn.init.normal_(self.place, std=0.02)
         self.tile_position = SinusoidalPositionalEncoding(c.feature_dim)
@@ -310,59 +272,16 @@ class ShowAttendTell(nn.Module):
 
     # ------------------------------------------------------------------ encoder
 
-    def _check(self, images: Tensor, keep: Tensor | None) -> tuple[int, Tensor]:
-        """Validate the inputs; return the tile count ``n`` and the tile mask ``(B, n)``."""
-        c = self.config
-        if images.dim() != 4 or not images.dtype.is_floating_point:
-            raise ValueError(
-                f"images must be a float tensor (B, C, H, W), got {images.dtype} "
-                f"of shape {tuple(images.shape)}"
-            )
-        b, channels, height, width = images.shape
-        if b == 0 or channels != c.image_channels or height != c.tile_height or width == 0:
-            raise ValueError(
-                f"images of shape {tuple(images.shape)} do not fit this model: expected "
-                f"(B >= 1, {c.image_channels}, {c.tile_height}, n * {c.tile_width})"
-            )
-        if width % c.tile_width:
-            raise ValueError(
-                f"image width {width} is not a multiple of the tile width {c.tile_width}"
-            )
-        n = width // c.tile_width
-        gh, gw = c.regions_per_tile
-        if keep is None:
-            return n, torch.ones(b, n, dtype=torch.bool, device=images.device)
-        check_keep(keep, "keep")
-        if keep.shape != (b, gh, n * gw):
-            raise ValueError(
-                f"keep must be a bool tensor (B, Gh, n Gw) = {(b, gh, n * gw)}, got {keep.dtype} "
-                f"of shape {tuple(keep.shape)}"
-            )
-        tiles = keep.reshape(b, gh, n, gw)
-        tile_keep = tiles[:, 0, :, 0]  # (B, n)
-        if not bool((tiles == tile_keep[:, None, :, None]).all()):
-            raise ValueError("keep must be constant over the regions of each tile")
-        return n, tile_keep
-
     def encode(self, images: Tensor, keep: Tensor | None = None) -> EncodedImages:
         """Region features of real tiles, each tile encoded alone (padded tiles are skipped)."""
-        n, tile_keep = self._check(images, keep)
-        c = self.config
-        b, gh, gw = images.size(0), *c.regions_per_tile
-        tiles = images.reshape(b, c.image_channels, c.tile_height, n, c.tile_width)
-        tiles = tiles.permute(0, 3, 1, 2, 4)  # (B, n, C, H, W)
-        real = tile_keep.flatten()  # (B n,)
-        features = self.encoder(tiles.flatten(0, 1)[real])  # (N_real, D, Gh, Gw)
-        grid = features.new_zeros(b * n, c.feature_dim, gh, gw)
-        grid[real] = features
-        grid = grid.view(b, n, c.feature_dim, gh * gw).transpose(2, 3)  # (B, n, Gh Gw, D)
-        position = self.tile_position.encoding(torch.arange(n, device=images.device))  # (n, D)
+        tile_keep = self.encoder.tile_keep(images, keep)  # (B, n)
+        grid = self.encoder.encode_tiles(images, tile_keep)  # (B, n, Gh Gw, D)
+        tiles = torch.arange(tile_keep.size(1), device=images.device)
+        position = self.tile_position.encoding(tiles)  # (n, D)
         grid = grid + self.place + position[:, None, :].to(grid.dtype)  # (B, n, Gh Gw, D)
-        regions = grid.view(b, n, gh, gw, c.feature_dim).transpose(1, 2)  # (B, Gh, n, Gw, D)
-        regions = self.feature_dropout(regions.reshape(b, gh * n * gw, c.feature_dim))  # (B, R, D)
-        region_keep = tile_keep[:, None, :, None].expand(b, gh, n, gw).reshape(b, 1, -1)
+        regions = self.feature_dropout(self.encoder.regions(grid))  # (B, R, D)
         prepared = self.attention_score.prepare(regions)  # U a, (B, R, A)
-        return EncodedImages(regions, prepared, region_keep)  # keep (B, 1, R)
+        return EncodedImages(regions, prepared, self.encoder.region_keep(tile_keep))
 
     def init_state(self, encoded: EncodedImages) -> DecoderState:
         """``h_0, c_0`` from the mean of the real regions (section 3.1.2)."""
@@ -377,56 +296,38 @@ class ShowAttendTell(nn.Module):
         """The additive score ``f_att`` (owned by the hard attention module when there is one)."""
         return self.score if self.hard is None else self.hard.score  # type: ignore[return-value]
 
-    def _soft(self, query: Tensor, enc: EncodedImages) -> tuple[Tensor, Tensor]:
-        """Soft attention through the core: context ``(B, D)`` and ``alpha (B, R)``."""
-        out = attend(
-            query,
-            enc.regions,
-            enc.regions,
-            score=self.attention_score,
-            keep=enc.keep,
-            need_weights=True,
-            prepared_key=enc.prepared,
-        )  # context (B, 1, D), weights (B, 1, R)
-        return out.context[:, 0], out.weights[:, 0]
-
-    def _attend(self, state: DecoderState, expected: Tensor | None) -> AttentionStep:
-        """The attention of the next word, from the LSTM state."""
-        enc, query = state.encoded, state.h[:, None, :]  # (B, 1, hidden)
-        beta = torch.sigmoid(self.gate(state.h))  # (B, 1)
-        if self.hard is None:
-            context, alpha = self._soft(query, enc)
-            return AttentionStep(beta * context, alpha)
-        hard = self.hard(query, enc.regions, enc.regions, keep=enc.keep, prepared_key=enc.prepared)
-        probs = hard.probs[:, 0]  # (B, R), float32 or wider
-        log_p = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
-        entropy = -(probs * log_p).sum(-1)  # (B,); padded regions add 0 * log(tiny) = 0
-        context, log_prob = hard.context[:, 0], hard.log_prob[:, 0]
-        if expected is not None and bool(expected.any()):
-            # These strips take the expected context: nothing sampled, no REINFORCE term.
-            context = torch.where(expected[:, None], self._soft(query, enc)[0], context)
-            log_prob = log_prob.masked_fill(expected, 0.0)
-        alpha = probs.to(context.dtype)
-        return AttentionStep(beta * context, alpha, hard.index[:, 0], log_prob, entropy)
-
     def _step(
         self, tokens: Tensor, state: DecoderState, expected: Tensor | None = None
-    ) -> tuple[Tensor, DecoderState, AttentionStep]:
-        attention = self._attend(state, expected)
+    ) -> DecoderStep:
+        """Attend, then write one word (eq. 1-3, 7) after ``tokens (B,)``."""
+        enc = state.encoded
+        attention = attend_regions(
+            state.h,
+            enc.regions,
+            enc.prepared,
+            enc.keep,
+            score=self.attention_score,
+            gate=self.gate,
+            hard=self.hard,
+            expected=expected,
+        )
         z = attention.context
         e = self.embed(tokens)  # (B, E)
         h, c = self.lstm(torch.cat([e, z], dim=-1), (state.h, state.c))  # (B, hidden)
         deep = e + self.out_h(self.output_dropout(h)) + self.out_z(z)  # (B, E), eq. (7)
         logits = self.output(self.output_dropout(deep))  # (B, V)
-        return logits, DecoderState(h, c, state.encoded), attention
+        return DecoderStep(logits, DecoderState(h, c, state.encoded), attention)
 
     def step(self, tokens: Tensor, state: DecoderState) -> StepOutput:
         """The step protocol of :mod:`qkv.decoding`: feed ``tokens (B,)``, get log-probabilities
-        ``(B, V)`` and the attention ``(B, R)`` used for them."""
-        logits, state, attention = self._step(tokens, state)
-        return StepOutput(logits.float().log_softmax(-1), state, attention.alpha)
+        ``(B, V)`` and the attention ``alpha (B, R)`` used for them. Hard attention reads the
+        most likely region in eval mode (call ``eval()`` before decoding) and samples one in
+        training mode."""
+        out = self._step(tokens, state)
+        return StepOutput(out.logits.float().log_softmax(-1), out.state, out.attention.alpha)
 
     def select_state(self, state: DecoderState, index: Tensor) -> DecoderState:
+        """Rows ``index (B',)`` of the LSTM state and of the encoded regions."""
         enc = state.encoded
         encoded = EncodedImages(enc.regions[index], enc.prepared[index], enc.keep[index])
         return DecoderState(state.h[index], state.c[index], encoded)
@@ -460,9 +361,10 @@ class ShowAttendTell(nn.Module):
         state = self.init_state(self.encode(images, keep))
         logits, steps = [], []
         for t in range(captions_in.size(1)):
-            step_logits, state, attention = self._step(captions_in[:, t], state, expected)
-            logits.append(step_logits)
-            steps.append(attention)
+            out = self._step(captions_in[:, t], state, expected)
+            state = out.state
+            logits.append(out.logits)
+            steps.append(out.attention)
 
         def stack(name: str) -> Tensor | None:  # (B, T, ...) over the steps, or None (soft)
             values = [getattr(step, name) for step in steps]
@@ -475,47 +377,6 @@ class ShowAttendTell(nn.Module):
             stack("log_prob"),
             stack("entropy"),
         )
-
-    @torch.no_grad()
-    def generate(
-        self,
-        images: Tensor,
-        keep: Tensor | None,
-        *,
-        max_len: int,
-        bos: int,
-        eos: int,
-        pad: int = 0,
-    ) -> GeneratedCaptions:
-        """Greedy captions of at most ``max_len`` words (then ``<eos>``; ``bos`` and ``pad``
-        are never chosen); each row is decoded on its own, so a caption does not depend on its
-        batch. Call ``eval()`` first (hard attention then takes the most likely region)."""
-        if max_len < 0:
-            raise ValueError(f"max_len must be >= 0, got {max_len}")
-        state = self.init_state(self.encode(images, keep))
-        b, device = images.size(0), images.device
-        tokens = torch.full((b,), bos, dtype=torch.long, device=device)
-        running = torch.ones(b, dtype=torch.bool, device=device)
-        lengths = torch.full((b,), max_len, dtype=torch.long, device=device)
-        allowed = torch.ones(self.config.vocab_size, dtype=torch.bool, device=device)
-        allowed[[bos, pad]] = False  # never targets, so never words
-        candidates = allowed.nonzero().flatten()  # (V',)
-        ids, maps = [], []
-        for t in range(max_len + 1):
-            out = self.step(tokens, state)
-            if t == max_len:  # the length limit: only <eos> is left
-                tokens = torch.full_like(tokens, eos)
-            else:  # the most likely candidate; ties go to the lowest id
-                tokens = candidates[out.log_probs[:, candidates].argmax(-1)]  # (B,)
-            finished = running & (tokens == eos)
-            lengths = torch.where(finished, t, lengths)
-            ids.append(torch.where(running, tokens, pad))
-            maps.append(out.attention * running[:, None])  # (B, R)
-            running = running & ~finished
-            state = out.state
-            if not bool(running.any()):
-                break
-        return GeneratedCaptions(torch.stack(ids, 1), lengths, torch.stack(maps, 1))
 
     # ------------------------------------------------------------------ REINFORCE baseline
 
