@@ -29,6 +29,7 @@ from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import RunDirError
 from qkv.training.checkpoint import CheckpointError
 from qkv.training.state import latest_checkpoint
+from tests.models.captions import reference_captions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -80,8 +81,8 @@ def test_reloaded_captioner_captions_what_the_network_computes(trained, digits):
         assert caption.tiles == n and caption.tile_width == 2 and caption.region_size == 4
         assert caption.attention.shape == (len(caption.words), 2, 2 * n)
         with torch.no_grad():
-            direct = captioner.model.generate(
-                images[i][None].float() / 255, None, max_len=n + 2, bos=1, eos=2
+            direct = reference_captions(
+                captioner.model, images[i][None].float() / 255, None, max_len=n + 2, bos=1, eos=2
             )
         length = int(direct.lengths[0])
         assert caption.words == captioner.vocab.decode(direct.ids[0, :length].tolist())

@@ -49,10 +49,12 @@ from qkv.data.strips import (
     train_strips,
 )
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.decoding import greedy_search
 from qkv.evaluation.captioning import CaptionScores, score_captions
 from qkv.io import atomic_write_json
+from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model, config_to_dict
-from qkv.models.show_attend_tell import PRESETS, ShowAttendTell, ShowAttendTellConfig
+from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.protocol import (
     EvaluateOptions,
@@ -169,18 +171,24 @@ class Caption:
 def _caption_batch(
     model: ShowAttendTell, vocab: CaptionVocab, images: Tensor, keep: Tensor | None, tiles: int
 ) -> list[Caption]:
-    """Captions of ``images (B, C, H, n W)``, all of ``tiles`` real tiles (``keep``: None)."""
+    """Greedy captions of ``images (B, C, H, n W)``, all of ``tiles`` real tiles (``keep``:
+    None); ``<bos>`` and ``<pad>`` are never targets, so never words."""
     c = model.config
     gh, gw = c.regions_per_tile
-    out = model.generate(
-        images, keep, max_len=tiles + EXTRA_WORDS, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID
+    hypotheses = greedy_search(
+        model,
+        images,
+        keep,
+        max_len=tiles + EXTRA_WORDS,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        forbidden_ids=(BOS_ID, PAD_ID),
     )
-    width = images.size(-1) // c.tile_width * gw
     captions = []
-    for row in range(images.size(0)):
-        length = int(out.lengths[row])
-        maps = out.attention[row, :length].float().view(length, gh, width)  # (L, Gh, n Gw)
-        words = [vocab.words[i] for i in out.ids[row, :length].tolist()]
+    for hyp in hypotheses:
+        length = len(hyp.tokens)
+        maps = hyp.attention[:length].float().view(length, gh, tiles * gw)  # (L, Gh, n Gw)
+        words = [vocab.words[i] for i in hyp.tokens]
         captions.append(Caption(words, maps.clone(), gw, c.stride, tiles))
     return captions
 
@@ -228,15 +236,9 @@ def score_strips(
 def model_values(model: dict[str, Any], vocab_size: int, image_shape: Sequence[int]) -> dict:
     """The model section with its ``preset`` expanded, the vocabulary size and the tile shape
     of the data set."""
-    values = dict(model)
-    preset = values.pop("preset", None)
-    if preset is not None:
-        if preset not in PRESETS:
-            raise ValueError(f"unknown model.preset {preset!r}; known: {', '.join(PRESETS)}")
-        values = {**PRESETS[preset], **values}
     channels, height, width = image_shape
     return {
-        **values,
+        **with_preset("show_attend_tell", model),
         "vocab_size": vocab_size,
         "image_channels": channels,
         "tile_height": height,
