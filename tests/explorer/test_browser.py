@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from qkv.explorer.page import page_data, render_page
-from qkv.explorer.session import KIND_LABELS, ExplorerModels
-from qkv.explorer.views import IMAGE_KINDS, Limits, token_view
+from qkv.explorer.session import ExplorerModels
+from qkv.explorer.views import Limits, token_view
+from qkv.tasks.registry import task
 from tests.explorer.models import train_models
 from tests.explorer.server import serve_models
 
@@ -126,8 +127,8 @@ def digit_png(*indices: int) -> bytes:
 
 def open_static(watched: Watched, tmp_path: Path, result: dict, name: str = "page.html"):
     kind = result["kind"]
-    model = {"name": result["model"], "kind": kind, "label": KIND_LABELS[kind],
-             "input": "image" if kind in IMAGE_KINDS else "text"}  # fmt: skip
+    model = {"name": result["model"], "kind": kind, "label": task(kind).label,
+             "input": task(kind).input}  # fmt: skip
     html = render_page(page_data("static", [model], Limits(), result))
     path = tmp_path / name
     path.write_text(html, encoding="utf-8")

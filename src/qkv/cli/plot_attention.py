@@ -147,7 +147,7 @@ def _plot_image(args: argparse.Namespace, view, title: str) -> Path:
     else:
         maps = [pair for group in view.groups for pair in group.maps]
     if not maps:
-        raise ValueError(f"{title.split(':')[0]}: the model's output has no attention to plot")
+        raise ValueError(f"{args.text}: the model's output has no attention to plot")
     grids = torch.stack([grid for _, grid in maps])
     return plot_image_attention(view.image, grids, [label for label, _ in maps], args.output,
                                 title=title)  # fmt: skip

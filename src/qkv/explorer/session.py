@@ -26,10 +26,7 @@ from qkv.explorer.views import (
     seen_json,
 )
 from qkv.tasks.protocol import TaskSpec, ViewOptions
-from qkv.tasks.registry import model_task, tasks
-
-# What the page calls each task's models, from the registry.
-KIND_LABELS = {spec.name: spec.label for spec in tasks()}
+from qkv.tasks.registry import model_task
 
 
 @dataclass

@@ -38,11 +38,8 @@ from torch import Tensor
 
 from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
 from qkv.tasks.protocol import Seen, TaskSpec, TokenView
-from qkv.tasks.registry import tasks
 
 DIGITS = 4  # decimals kept of each attention weight
-# The tasks whose models take an image (the others take text), from the registry.
-IMAGE_KINDS = tuple(spec.name for spec in tasks() if spec.input == "image")
 
 
 @dataclass(frozen=True)

@@ -127,22 +127,27 @@ class FixedPooling(nn.Module):
         weights.
     """
 
-    def __init__(self, kind: str, d_model: int) -> None:
+    def __init__(self, method: str, d_model: int) -> None:
         super().__init__()
-        if kind not in ("cls", "mean", "max"):
-            raise ValueError(f"FixedPooling kind must be 'cls', 'mean' or 'max', got {kind!r}")
-        self.kind = kind
-        self.output_dim = d_model
+        if method not in FIXED_POOLINGS:
+            raise ValueError(f"FixedPooling method must be 'cls', 'mean' or 'max', got {method!r}")
+        self.method, self.output_dim = method, d_model
+        self._pool = FIXED_POOLINGS[method]
 
     def forward(self, hidden: Tensor, keep: Tensor) -> PoolOutput:
-        if self.kind == "cls":
-            _check(hidden, keep)
-            return PoolOutput(cls_pool(hidden))
-        pool = mean_pool if self.kind == "mean" else max_pool
-        return PoolOutput(pool(hidden, keep))
+        return PoolOutput(self._pool(hidden, keep))
 
     def extra_repr(self) -> str:
-        return f"kind={self.kind!r}"
+        return f"method={self.method!r}"
+
+
+def _cls_pool(hidden: Tensor, keep: Tensor) -> Tensor:
+    _check(hidden, keep)
+    return cls_pool(hidden)
+
+
+# The parameter-free poolings by name: (hidden (B, T, D), keep (B, T)) -> (B, D).
+FIXED_POOLINGS = {"cls": _cls_pool, "mean": mean_pool, "max": max_pool}
 
 
 class AttentionPooling(nn.Module):
@@ -234,13 +239,13 @@ def structured_penalty(weights: Tensor) -> Tensor:
     return (gram - eye).pow(2).sum(dim=(-2, -1)).mean()
 
 
-def build_pooling(kind: str, d_model: int, *, attention_dim: int = 64, hops: int = 1) -> nn.Module:
-    """The pooling named ``kind`` (one of :data:`POOLINGS`) over states of width ``d_model``;
+def build_pooling(name: str, d_model: int, *, attention_dim: int = 64, hops: int = 1) -> nn.Module:
+    """The pooling named ``name`` (one of :data:`POOLINGS`) over states of width ``d_model``;
     ``attention_dim`` serves ``"attention"`` and ``"structured"``, ``hops`` the latter."""
-    if kind in ("cls", "mean", "max"):
-        return FixedPooling(kind, d_model)
-    if kind == "attention":
+    if name in FIXED_POOLINGS:
+        return FixedPooling(name, d_model)
+    if name == "attention":
         return AttentionPooling(d_model, attention_dim)
-    if kind == "structured":
+    if name == "structured":
         return StructuredSelfAttention(d_model, attention_dim, hops)
-    raise ValueError(f"pooling must be one of {POOLINGS}, got {kind!r}")
+    raise ValueError(f"pooling must be one of {POOLINGS}, got {name!r}")

@@ -173,6 +173,22 @@ class Prediction:
     label: str
     probabilities: dict[str, float]
 
+    @classmethod
+    def of(cls, labels: Sequence[str], probabilities: Tensor) -> Prediction:
+        """The prediction of one row of probabilities ``(K,)`` over ``labels``."""
+        return cls(
+            labels[int(probabilities.argmax())],
+            {label: float(v) for label, v in zip(labels, probabilities, strict=True)},
+        )
+
+    def output(self) -> dict[str, object]:
+        """As a view's JSON-ready output: ``label (probability)`` as its summary."""
+        return {
+            "summary": f"{self.label} ({self.probabilities[self.label]:.2f})",
+            "label": self.label,
+            "probabilities": dict(self.probabilities),
+        }
+
 
 @dataclass(frozen=True)
 class ClassificationEvaluation:
@@ -184,6 +200,19 @@ class ClassificationEvaluation:
     accuracy: float
     macro_f1: float
     per_label: dict[str, LabelScores]
+
+    @classmethod
+    def of(
+        cls, split: str, gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str]
+    ) -> ClassificationEvaluation:
+        """The scores of ``predicted`` against ``gold`` over ``labels``."""
+        return cls(
+            split,
+            len(gold),
+            accuracy(gold, predicted),
+            macro_f1(gold, predicted, labels=list(labels)),
+            per_label_scores(gold, predicted, labels=list(labels)),
+        )
 
     def lines(self) -> list[str]:
         """What ``qkv evaluate`` prints."""
@@ -244,13 +273,7 @@ class Classifier:
             return []
         rows = self.inputs.encode_texts(texts, unknown=UNKNOWN)
         probabilities = self._logits(rows).softmax(-1)
-        return [
-            Prediction(
-                self.labels[int(p.argmax())],
-                {label: float(v) for label, v in zip(self.labels, p, strict=True)},
-            )
-            for p in probabilities
-        ]
+        return [Prediction.of(self.labels, p) for p in probabilities]
 
     def token_count(self, text: str) -> int:
         """The ids :meth:`attention` reads for ``text`` (``[CLS]``/``[SEP]`` included, cut to
@@ -304,13 +327,7 @@ class Classifier:
             raise ValueError(f"the {split} split has labels this model never saw: {unknown}")
         predicted = [p.label for p in self.predict([ex.text for ex in examples])]
         gold = [ex.label for ex in examples]
-        return ClassificationEvaluation(
-            split,
-            len(examples),
-            accuracy(gold, predicted),
-            macro_f1(gold, predicted, labels=list(self.labels)),
-            per_label_scores(gold, predicted, labels=list(self.labels)),
-        )
+        return ClassificationEvaluation.of(split, gold, predicted, self.labels)
 
     def report(
         self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
@@ -335,14 +352,7 @@ class Classifier:
                           [weights[None]], False, ("token", "hop"))
             )  # fmt: skip
         views += encoder_views(*self.attention(item))
-        prediction = self.predict([item])[0]
-        probability = prediction.probabilities[prediction.label]
-        output = {
-            "summary": f"{prediction.label} ({probability:.2f})",
-            "label": prediction.label,
-            "probabilities": dict(prediction.probabilities),
-        }
-        return Seen(output, views)
+        return Seen(self.predict([item])[0].output(), views)
 
 
 TASK = TaskSpec(

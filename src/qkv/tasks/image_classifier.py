@@ -12,7 +12,6 @@ from torch import Tensor, nn
 
 from qkv.attention.rollout import attention_rollout
 from qkv.data.images import ImageDataset, decode_image, load_image_dataset, read_image
-from qkv.evaluation.classification import accuracy, macro_f1, per_label_scores
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.classification import ClassificationEvaluation, Prediction
 from qkv.tasks.input_checks import LengthLimits, check_lengths, path_list
@@ -151,13 +150,7 @@ class ImageClassifier:
     def predict(self, images: Tensor) -> list[Prediction]:
         """The class of each ``uint8`` image ``(N, C, H, W)``."""
         probabilities = self.logits(images).softmax(-1)
-        return [
-            Prediction(
-                self.labels[int(p.argmax())],
-                {label: float(v) for label, v in zip(self.labels, p, strict=True)},
-            )
-            for p in probabilities
-        ]
+        return [Prediction.of(self.labels, p) for p in probabilities]
 
     def attention(self, image: Tensor) -> ImageAttention:
         """[CLS]-to-patch maps per layer and head, and the rollout, for one ``uint8`` image
@@ -172,10 +165,7 @@ class ImageClassifier:
         rolled = attention_rollout(weights)[0, 0, 1:]  # (P,)
         rolled = rolled / rolled.sum().clamp_min(1e-12)
         probabilities = out.logits.float().softmax(-1)[0]
-        prediction = Prediction(
-            self.labels[int(probabilities.argmax())],
-            {label: float(v) for label, v in zip(self.labels, probabilities, strict=True)},
-        )
+        prediction = Prediction.of(self.labels, probabilities)
         return ImageAttention(
             cls_maps.float().reshape(len(weights), -1, grid_h, grid_w),
             rolled.float().reshape(grid_h, grid_w),
@@ -201,13 +191,7 @@ class ImageClassifier:
             raise ValueError(f"the {split} split of {dataset.name} is empty")
         predicted = [self.labels[i] for i in self.logits(images).argmax(-1).tolist()]
         gold = [self.labels[i] for i in labels.tolist()]
-        return ClassificationEvaluation(
-            split,
-            len(gold),
-            accuracy(gold, predicted),
-            macro_f1(gold, predicted, labels=list(self.labels)),
-            per_label_scores(gold, predicted, labels=list(self.labels)),
-        )
+        return ClassificationEvaluation.of(split, gold, predicted, self.labels)
 
     def report(
         self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
@@ -238,11 +222,5 @@ class ImageClassifier:
                     [("head mean", maps.mean(0))] + [(f"head {h}", maps[h]) for h in range(heads)],
                 )
             )
-        probability = prediction.probabilities[prediction.label]
-        output = {
-            "summary": f"{prediction.label} ({probability:.2f})",
-            "label": prediction.label,
-            "probabilities": dict(prediction.probabilities),
-        }
         view = ImageView("vit", "[CLS] attention to the patches", item, groups, layered=True)
-        return Seen(output, [view], subject="the image")
+        return Seen(prediction.output(), [view], subject="the image")

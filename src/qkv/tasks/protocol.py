@@ -7,7 +7,7 @@ directory loads into, and the typed values a runner returns (a :class:`Report` o
     trained = spec.train(config, progress=True)  # claims out_dir, trains, keeps the best weights
     runner = spec.load("runs/demo")              # a Runner
     report = runner.report("test", limit=None, options=EvaluateOptions(beam=4))
-    print("\\n".join(report.lines))               # what `qkv evaluate` prints
+    report.lines                                 # what `qkv evaluate` shows, one per line
     seen = runner.views("Au commencement ...", ViewOptions())
     seen.views[0]                                # TokenView("cross", ...): (H, T, S) per layer
 
