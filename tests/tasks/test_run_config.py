@@ -173,3 +173,39 @@ def test_a_model_key_typo_fails_when_the_yaml_is_read(
     err = capsys.readouterr().err
     assert f"{typo} (did you mean {suggestion}?)" in err and "missing.tsv" not in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "setting", "refused"),
+    [
+        ("configs/vit/digits.yaml", "train.batch_tokens=2048", "the batch size is data.batch_size"),
+        ("configs/caption/tiny.yaml", "train.batch_tokens=4096", "data.batch_size"),
+        ("configs/tiny/lm-kjv-char.yaml", "train.label_smoothing=0.1", "no smoothing"),
+        ("configs/classify/rt-transformer.yaml", "train.label_smoothing=0.2", "no smoothing"),
+        ("configs/vit/digits.yaml", "train.label_smoothing=0.2", None),
+        ("configs/tiny/lm-kjv-char.yaml", "train.label_smoothing=0", None),
+        ("configs/tiny/lm-kjv-char.yaml", "train.batch_tokens=512", None),
+        ("configs/classify/rt-transformer.yaml", "train.batch_tokens=512", None),
+    ],
+)
+def test_a_train_setting_the_task_does_not_read_is_refused(config, setting, refused):
+    """batch_tokens and label_smoothing are read by the task, not the engine: a task that would
+    ignore one refuses it (naming the task) instead of training as if it were not there."""
+    if refused is None:
+        key, value = setting.split("=")
+        loaded = load_run_config(config, [setting])
+        assert float(getattr(loaded.train, key.split(".")[1])) == float(value)
+        return
+    with pytest.raises(ValueError, match=rf"{setting.split('=')[0]}: .* do not read it"):
+        load_run_config(config, [setting])
+    with pytest.raises(ValueError, match=refused):
+        load_run_config(config, [setting])
+
+
+def test_a_section_is_read_as_the_class_its_task_uses():
+    from qkv.tasks.run_config import DataConfig, LMDataConfig
+
+    config = load_run_config(CONFIG)
+    assert config.section("data", DataConfig) is config.data
+    with pytest.raises(TypeError, match="data section of this translation run is a DataConfig"):
+        config.section("data", LMDataConfig)

@@ -559,4 +559,5 @@ TASK = TaskSpec(
     load=Captioner.load,
     model_keys=frozenset({"preset"}),
     splits=("valid", "test"),
+    train_settings=frozenset({"label_smoothing"}),
 )

@@ -365,4 +365,5 @@ TASK = TaskSpec(
     load=Classifier.load,
     model_keys=frozenset({"preset", "pretrained"}),
     view_options=frozenset({"layer", "heads", "pooling"}),
+    train_settings=frozenset({"batch_tokens"}),
 )

@@ -185,4 +185,5 @@ TASK = TaskSpec(
     load=ImageClassifier.load,
     model_keys=frozenset({"preset"}),
     view_options=frozenset({"layer", "heads"}),
+    train_settings=frozenset({"label_smoothing"}),
 )

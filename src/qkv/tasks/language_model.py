@@ -110,6 +110,7 @@ TASK = TaskSpec(
     model_keys=frozenset({"preset"}),
     view_options=frozenset({"layer", "heads"}),
     generates=True,
+    train_settings=frozenset({"batch_tokens"}),
 )
 
 __all__ = [

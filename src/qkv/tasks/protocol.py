@@ -18,11 +18,13 @@ Nothing here knows a task by name: the CLI and the explorer ask a runner and its
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from torch import Tensor
+
+from qkv.training.config import TASK_SETTINGS
 
 # The options of `qkv evaluate` and `qkv plot-attention` that only some tasks take (every task
 # takes --split, --limit and --no-save; every task draws its first view).
@@ -183,6 +185,13 @@ class TaskSpec:
             :data:`VIEW_OPTIONS` it takes; the CLI refuses the others, naming the task.
         splits: the splits ``evaluate`` scores.
         generates: a runner that writes new tokens after its input (``max_new_tokens``).
+        train_settings: which of the ``train:`` settings that belong to the task
+            (:data:`~qkv.training.config.TASK_SETTINGS`: ``batch_tokens``, ``label_smoothing``)
+            it reads; a configuration that sets another one is refused, naming the task.
+        moved_model_keys: ``model:`` keys that now live in another section (an objective
+            weight moved to ``train:``), each with its new ``section.key``: a saved run's
+            ``config.json`` is read with the value moved; a YAML file that sets the old key is
+            refused, naming the new place.
     """
 
     name: str
@@ -197,8 +206,15 @@ class TaskSpec:
     view_options: frozenset[str] = frozenset()
     splits: tuple[str, ...] = ("train", "valid", "test")
     generates: bool = False
+    train_settings: frozenset[str] = frozenset(TASK_SETTINGS)
+    moved_model_keys: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not self.train_settings <= set(TASK_SETTINGS):
+            raise ValueError(
+                f"task {self.name}: unknown train setting(s) "
+                f"{sorted(self.train_settings - set(TASK_SETTINGS))}"
+            )
         odd = (self.evaluate_options - set(EVALUATE_OPTIONS)) | (
             self.view_options - set(VIEW_OPTIONS)
         )

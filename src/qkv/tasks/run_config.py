@@ -18,7 +18,7 @@ import dataclasses
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from qkv.data.errors import decode_utf8
 from qkv.data.tokenizer import MAX_VOCAB_SIZE
@@ -28,6 +28,8 @@ from qkv.models.registry import check_model_values
 from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.registry import task as task_spec
 from qkv.training.trainer import TrainConfig
+
+S = TypeVar("S")
 
 
 def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
@@ -240,6 +242,18 @@ class RunConfig:
     decode: DecodeConfig | SamplingConfig | PredictConfig = field(default_factory=DecodeConfig)
     task: str = "translation"
 
+    def section(self, name: Literal["data", "train", "decode"], cls: type[S]) -> S:
+        """The ``name`` section as the ``cls`` its task reads (``config.section("data",
+        LMDataConfig)``): typed for the caller, and an error naming both classes when the run is
+        another task's."""
+        value = getattr(self, name)
+        if not isinstance(value, cls):
+            raise TypeError(
+                f"the {name} section of this {self.task} run is a {type(value).__name__}, "
+                f"not a {cls.__name__}"
+            )
+        return value
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "task": self.task,
@@ -337,6 +351,41 @@ def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> R
     )
 
 
+def move_saved_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """A saved run's configuration (``config.json``) with the ``model:`` keys its task has moved
+    to another section (:attr:`~qkv.tasks.protocol.TaskSpec.moved_model_keys`) in their new
+    place; runs saved before the move load as they trained."""
+    spec = task_spec(raw.get("task", "translation"))
+    model = raw.get("model")
+    moved = spec.moved_model_keys
+    if not isinstance(model, dict) or not set(model) & set(moved):
+        return raw
+    raw = {**raw, "model": {k: v for k, v in model.items() if k not in moved}}
+    for key, place in moved.items():
+        if key in model:
+            section, name = place.split(".")
+            raw[section] = {**(raw.get(section) or {}), name: model[key]}
+    return raw
+
+
+def _check_task_settings(values: Any, spec: TaskSpec) -> None:
+    """Refuse a ``train:`` setting of the task's that this task does not read: ``batch_tokens``
+    given at all, ``label_smoothing`` other than 0 (what a loss without smoothing does). Checked
+    where a person writes the configuration (the YAML file and its ``--set``); a saved
+    ``config.json`` holds every key at its default."""
+    if not isinstance(values, dict):
+        return  # _section names the error
+    unread = {
+        "batch_tokens": ("batch_tokens" in values, "; the batch size is data.batch_size"),
+        "label_smoothing": (values.get("label_smoothing", 0) != 0, "; its loss has no smoothing"),
+    }
+    for key, (refused, hint) in unread.items():
+        if refused and key not in spec.train_settings:
+            raise ValueError(
+                f"train.{key}: {spec.plural} do not read it (got {values[key]!r}){hint}"
+            )
+
+
 def _model_section(values: Any, spec: TaskSpec) -> tuple[str, dict[str, Any]]:
     """The family and the other keys of the ``model`` section: a family that the task trains,
     every key one its config or the task reads (a typo is an error naming the key, before any
@@ -350,6 +399,12 @@ def _model_section(values: Any, spec: TaskSpec) -> tuple[str, dict[str, Any]]:
     if not isinstance(family, str) or family not in spec.families:
         raise ValueError(f"model.family of a {spec.name} run must be {families}, got {family!r}")
     model = {key: value for key, value in values.items() if key != "family"}
+    moved = sorted(set(model) & set(spec.moved_model_keys))
+    if moved:
+        raise ValueError(
+            f"model.{moved[0]} is now {spec.moved_model_keys[moved[0]]} (a weight of the loss, "
+            "not of the model)"
+        )
     check_model_values(family, model, extra=spec.model_keys)
     return family, model
 
@@ -368,4 +423,7 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
         raise ValueError(f"{path} is not valid YAML: {error}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a mapping at the top level")
-    return run_config_from_dict(apply_overrides(raw, overrides or []), default_name=path.stem)
+    raw = apply_overrides(raw, overrides or [])
+    config = run_config_from_dict(raw, default_name=path.stem)
+    _check_task_settings(raw.get("train"), task_spec(config.task))
+    return config

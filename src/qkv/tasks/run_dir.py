@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from qkv.io import atomic_write_json, remove_stale_temporaries
-from qkv.tasks.run_config import RunConfig, apply_overrides, run_config_from_dict
+from qkv.tasks.run_config import RunConfig, apply_overrides, move_saved_keys, run_config_from_dict
 from qkv.training.checkpoint import CheckpointError, read_json
 from qkv.training.metrics_log import TENSORBOARD_DIR
 from qkv.training.state import (
@@ -142,7 +142,7 @@ def load_model_run_config(
     if out_dir is not None:
         raw["out_dir"] = out_dir
     try:
-        return run_config_from_dict(apply_overrides(raw, overrides or []))
+        return run_config_from_dict(apply_overrides(move_saved_keys(raw), overrides or []))
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: {error}") from None
 
