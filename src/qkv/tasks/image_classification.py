@@ -130,7 +130,7 @@ def train_image_classifier(
     run = TrainingRun(config, task="image_classification", resume=resume, overwrite=overwrite,
                       distributed=distributed, progress=progress,
                       handle_signals=handle_signals)  # fmt: skip
-    data: ImageDataConfig = config.data  # type: ignore[assignment]
+    data = config.section("data", ImageDataConfig)
     dataset = dataset or load_image_dataset(data.corpus, **data.options)
     model_config = build_config(config.family, model_values(config, dataset))
     model = build_model(config.family, model_config)
@@ -141,7 +141,7 @@ def train_image_classifier(
     valid_images, valid_labels = dataset.split("valid")
     if not len(valid_labels):
         raise ValueError(f"{dataset.name} has no validation images to choose the best model by")
-    eval_size = config.decode.batch_size  # type: ignore[union-attr]
+    eval_size = config.section("decode", PredictConfig).batch_size
 
     def evaluate() -> dict[str, float]:
         device = next(model.parameters()).device

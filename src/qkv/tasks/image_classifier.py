@@ -16,7 +16,7 @@ from qkv.models.registry import build_config, build_model
 from qkv.tasks.classification import ClassificationEvaluation, Prediction
 from qkv.tasks.input_checks import LengthLimits, check_lengths, path_list
 from qkv.tasks.protocol import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
-from qkv.tasks.run_config import RunConfig
+from qkv.tasks.run_config import ImageDataConfig, PredictConfig, RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     LABELS_FILE,
@@ -139,7 +139,7 @@ class ImageClassifier:
     def logits(self, images: Tensor) -> Tensor:
         """``(N, K)`` float32 logits of ``uint8`` images ``(N, C, H, W)``."""
         self._check(images)
-        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        size = self.config.section("decode", PredictConfig).batch_size
         out = torch.empty(images.size(0), len(self.labels))
         with torch.inference_mode():
             for begin in range(0, images.size(0), size):
@@ -178,8 +178,8 @@ class ImageClassifier:
         """Accuracy, macro-F1 and per-class scores on ``split`` of the model's data set (its
         first ``limit`` images when given)."""
         check_split(split)
-        data = self.config.data
-        dataset = dataset or load_image_dataset(data.corpus, **data.options)  # type: ignore[union-attr]
+        data = self.config.section("data", ImageDataConfig)
+        dataset = dataset or load_image_dataset(data.corpus, **data.options)
         if tuple(dataset.classes) != self.labels:
             raise ValueError(
                 f"the data set's classes {list(dataset.classes)} are not the model's "

@@ -52,7 +52,7 @@ def train_language_model(
     run = TrainingRun(config, task="language_model", resume=resume, overwrite=overwrite,
                       distributed=distributed, progress=progress,
                       handle_signals=handle_signals)  # fmt: skip
-    data: LMDataConfig = config.data  # type: ignore[assignment]
+    data = config.section("data", LMDataConfig)
     corpus = load_text_corpus(data.corpus, **data.options)
     tokenizer = run.shared(
         make=lambda: train_tokenizer(data, corpus.train),

@@ -98,7 +98,7 @@ class LanguageModel:
 
     def _limits(self, room: int) -> LengthLimits:
         """Prompt lengths when ``room`` positions must stay free for new tokens."""
-        trained = self.config.data.block_size  # type: ignore[union-attr]
+        trained = self.config.section("data", LMDataConfig).block_size
         return LengthLimits(trained, self.model.config.max_len - room)
 
     def _encode(
@@ -162,7 +162,7 @@ class LanguageModel:
         (``torch.bfloat16``) halves the memory each token reads. Lengths are checked as the
         class says."""
         prompts = text_list(prompts, "prompts")
-        sampling = sampling or self.config.decode  # type: ignore[assignment]
+        sampling = sampling or self.config.section("decode", SamplingConfig)
         encoded = self._encode(
             prompts,
             room=1,
@@ -207,7 +207,7 @@ class LanguageModel:
     def _warn_reach(self, prompt: int, new: int) -> None:
         """Warn when a prompt of ``prompt`` tokens plus ``new`` tokens outgrows the training
         windows (a prompt already longer than them has had its own warning)."""
-        trained = self.config.data.block_size  # type: ignore[union-attr]
+        trained = self.config.section("data", LMDataConfig).block_size
         limit = self.model.config.max_len
         if prompt > trained or prompt + new <= trained:
             return
@@ -252,7 +252,7 @@ class LanguageModel:
     def evaluate(self, split: str = "test", *, max_tokens: int | None = None) -> LMEvaluation:
         """Perplexity and bits per character on ``split`` of the model's corpus, in windows of
         the training ``block_size`` (``max_tokens``: score only the first that many)."""
-        data: LMDataConfig = self.config.data  # type: ignore[assignment]
+        data = self.config.section("data", LMDataConfig)
         corpus = load_text_corpus(data.corpus, **data.options)
         check_split(split)
         text = getattr(corpus, split)
@@ -307,7 +307,7 @@ class LanguageModel:
                 f"the prompt has {prompt} tokens; {shows} at most {limit} (shorten it)"
             )
         if requested is None:
-            default = min(self.config.decode.max_new_tokens, most)  # type: ignore[union-attr]
+            default = min(self.config.section("decode", SamplingConfig).max_new_tokens, most)
             return min(default, limit - prompt)
         if not 0 <= requested <= most:
             raise ValueError(f"max_new_tokens must be between 0 and {most}, got {requested}")

@@ -91,7 +91,7 @@ def train_translation(
     run = TrainingRun(config, task="translation", resume=resume, overwrite=overwrite,
                       distributed=distributed, progress=progress,
                       handle_signals=handle_signals)  # fmt: skip
-    data: DataConfig = config.data  # type: ignore[assignment]
+    data = config.section("data", DataConfig)
     corpus = load_corpus(data.corpus, **data.options)
     src_tok, tgt_tok = run.shared(
         make=lambda: train_tokenizers(corpus.train, data.vocab_size, data.shared_vocab),
@@ -115,7 +115,7 @@ def train_translation(
     run.save(model_config, write=lambda directory: _write_tokenizers(directory, src_tok, tgt_tok))
 
     loss_fn = translation_loss(config.train.label_smoothing)
-    translator = Translator(model, src_tok, tgt_tok, config.decode)  # type: ignore[arg-type]
+    translator = Translator(model, src_tok, tgt_tok, config.section("decode", DecodeConfig))
 
     def evaluate() -> dict[str, float]:
         total, tokens = 0.0, 0

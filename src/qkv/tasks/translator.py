@@ -100,6 +100,7 @@ class Translator:
         if run.task != "translation":
             raise ValueError(f"{model_dir} holds a {run.task} model, not a translation model")
         model_config = build_config(run.family, run.model)
+        data = run.section("data", DataConfig)
         model = build_model(run.family, model_config)
         load_weights(model, model_dir / WEIGHTS_FILE)
         model.eval()
@@ -111,9 +112,9 @@ class Translator:
         return cls(
             model,
             *tokenizers,
-            run.decode,
-            limits=LengthLimits.without_table(run.data.max_len),  # type: ignore[union-attr]
-            data=run.data,  # type: ignore[arg-type]
+            run.section("decode", DecodeConfig),
+            limits=LengthLimits.without_table(data.max_len),
+            data=data,
         )
 
     @cached_property
@@ -194,7 +195,7 @@ class Translator:
         was_training = self.model.training
         self.model.eval()
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
-        results: list[Translation | None] = [None] * len(texts)
+        results: dict[int, Translation] = {}
         bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -213,7 +214,7 @@ class Translator:
             self.model.train(was_training)
             if bar is not None:
                 bar.close()
-        return results  # type: ignore[return-value]
+        return [results[i] for i in range(len(texts))]
 
     def cross_attention(
         self, text: str, *, beam_size: int | None = None
