@@ -51,9 +51,8 @@ from qkv.data.strips import (
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from qkv.decoding import greedy_search
 from qkv.evaluation.captioning import CaptionScores, score_captions
-from qkv.io import atomic_write_json
 from qkv.models.presets import with_preset
-from qkv.models.registry import build_config, build_model, config_to_dict
+from qkv.models.registry import build_config, build_model
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.protocol import (
@@ -66,16 +65,11 @@ from qkv.tasks.protocol import (
     ViewOptions,
 )
 from qkv.tasks.run_config import CaptionDataConfig, PredictConfig, RunConfig
-from qkv.tasks.run_dir import (
-    CONFIG_FILE,
-    VOCAB_FILE,
-    WEIGHTS_FILE,
-    claim_run_dir,
-    load_model_run_config,
-)
-from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
+from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
+from qkv.tasks.run_skeleton import Trained, TrainingRun
+from qkv.training.checkpoint import CheckpointError, load_weights
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainConfig, TrainResult, train, training_device
+from qkv.training.trainer import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -246,15 +240,6 @@ def model_values(model: dict[str, Any], vocab_size: int, image_shape: Sequence[i
     }
 
 
-@dataclass(frozen=True)
-class TrainedCaptioner:
-    """A finished captioning run: where its model is, how training ended."""
-
-    model_dir: Path
-    result: TrainResult
-    parameters: int
-
-
 def _dataset(data: CaptionDataConfig) -> ImageDataset:
     return load_image_dataset(data.corpus, **data.options)
 
@@ -267,41 +252,31 @@ def train_captioner(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedCaptioner:
+) -> Trained:
     """Train ``config``'s captioner; the best weights (by validation exact match) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
-    if config.task != "captioning":
-        raise ValueError(f"train_captioner needs task captioning, got {config.task!r}")
-    data: CaptionDataConfig = config.data  # type: ignore[assignment]
-    dist_ = distributed or Distributed()
-    out = Path(config.out_dir)
-    training_device(config.train, dist_)  # reject what can be rejected before any write
-    if not resume and dist_.main:
-        claim_run_dir(out, overwrite)
-    torch.manual_seed(config.train.seed)
+    run = TrainingRun(config, task="captioning", resume=resume, overwrite=overwrite,
+                      distributed=distributed, progress=progress,
+                      handle_signals=handle_signals)  # fmt: skip
+    data = config.section("data", CaptionDataConfig)
     dataset = _dataset(data)
     for split in ("train", "valid", "test"):  # strips are drawn whole: refuse before any write
         count = getattr(data, f"{split}_strips")
         check_strips_fit(count, data.max_tiles, dataset.image_shape, split)
+    # Every rank makes the words from the classes; a resumed run must find the same ones.
     vocab = CaptionVocab.from_classes(dataset.classes)
-    if resume and CaptionVocab.load(out / VOCAB_FILE) != vocab:
+    if resume and CaptionVocab.load(run.out / VOCAB_FILE) != vocab:
         raise CheckpointError(
-            f"{out / VOCAB_FILE} does not match the classes of data set {data.corpus!r}"
+            f"{run.out / VOCAB_FILE} does not match the classes of data set {data.corpus!r}"
         )
     values = model_values(config.model, len(vocab), dataset.image_shape)
     model_config: ShowAttendTellConfig = build_config(config.family, values)
     model: ShowAttendTell = build_model(config.family, model_config)  # type: ignore[assignment]
-    if dist_.main:
-        saved = config.to_dict()
-        saved["model"] = {"family": config.family, **config_to_dict(model_config)}
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / CONFIG_FILE, saved)
-        vocab.save(out / VOCAB_FILE)
+    run.save(model_config, write=lambda out: vocab.save(out / VOCAB_FILE))
     tiles = dict(min_tiles=data.min_tiles, max_tiles=data.max_tiles)
     valid = held_out_strips(dataset, "valid", data.valid_strips, **tiles)
     regions = model_config.regions_per_tile
-    loss_fn = caption_loss(model_config, config.train.label_smoothing)
-    batch_size = config.decode.batch_size  # type: ignore[union-attr]
+    batch_size = config.section("decode", PredictConfig).batch_size
 
     def evaluate() -> dict[str, float]:
         total, words = 0.0, 0
@@ -333,24 +308,15 @@ def train_captioner(
         )
         return strip_batches(strips, data.batch_size, regions, start=start)
 
-    result = train(
+    return run.train(
         model,
-        loss_fn=loss_fn,
+        loss_fn=caption_loss(model_config, config.train.label_smoothing),
         batches=batches,
-        config=config.train,
         evaluate=evaluate,
         metric="valid_exact_match",
         higher_is_better=True,
-        on_best=lambda _: save_weights(model, out / WEIGHTS_FILE),
-        run_dir=out,
-        resume=resume,
-        handle_signals=handle_signals,
-        progress=progress,
         count_tokens=lambda batch: int((batch.captions_out != PAD_ID).sum()),
-        distributed=dist_,
     )
-    parameters = sum(p.numel() for p in model.parameters())
-    return TrainedCaptioner(out, result, parameters)
 
 
 # ---------------------------------------------------------------------- a trained captioner
