@@ -380,3 +380,35 @@ def test_tiny_model_learns_to_reverse():
     predicted = torch.stack(predicted, dim=1)  # (B, T)
     real = tgt_out != 0
     assert torch.equal(predicted[real], tgt_out[real])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_normal_embedding_init_gives_unit_variance_after_the_sqrt_d_scale(shared):
+    """embed_init="normal": E ~ N(0, 1/D), so E * sqrt(D) has unit variance (the size of the
+    sinusoidal positions); Xavier (the default) draws from U(+-sqrt(6 / (V + D))), far smaller
+    for a large vocabulary. Padding rows stay zero and tied matrices stay one tensor."""
+    torch.manual_seed(0)
+    vocab, d = 3000, 64
+    sizes = dict(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d, num_heads=4,
+                 num_encoder_layers=1, num_decoder_layers=1, d_ff=32)  # fmt: skip
+    sizes["share_embeddings"] = shared
+    normal = Transformer(TransformerConfig(**sizes, embed_init="normal"))
+    xavier = Transformer(TransformerConfig(**sizes))
+    for embed in (normal.src_embed, normal.tgt_embed):
+        rows = embed.weight[1:].detach() * d**0.5
+        assert abs(rows.std().item() - 1.0) < 0.02 and abs(rows.mean().item()) < 0.01
+        assert embed.weight[0].abs().max().item() == 0.0
+    bound = (6 / (vocab + d)) ** 0.5
+    assert xavier.src_embed.weight.abs().max().item() <= bound
+    assert xavier.src_embed.weight[1:].std().item() == pytest.approx(bound / 3**0.5, rel=0.02)
+    assert normal.output_proj.weight is normal.tgt_embed.weight
+    assert (normal.src_embed is normal.tgt_embed) == shared
+    # every other matrix keeps its Xavier bound
+    for name, p in normal.named_parameters():
+        if p.dim() > 1 and "embed" not in name and "output_proj" not in name:
+            assert p.abs().max().item() <= (6 / sum(p.shape)) ** 0.5 + 1e-7, name
+
+
+def test_an_unknown_embedding_init_is_refused():
+    with pytest.raises(ValueError, match="embed_init"):
+        _config(embed_init="kaiming")

@@ -63,6 +63,12 @@ class TransformerConfig:
             the paper shares it over a joint BPE vocabulary).
         tie_output: the pre-softmax projection reuses the target embedding matrix (section 3.4).
         pad_id: the padding id; its embedding row starts at zero and gets no gradient from lookups.
+        embed_init: how the embedding matrices start: ``"xavier"`` (Xavier-uniform, as every
+            other matrix and as ``nn.Transformer``) or ``"normal"``: ``N(0, 1/D)``, so that the
+            embeddings times ``sqrt(D)`` have unit variance, the size of the sinusoidal
+            positions they are added to (fairseq and Tensor2Tensor; with a vocabulary of
+            thousands, Xavier starts the scaled embeddings about three times smaller than the
+            positions, and with a tied output layer the first logits as small).
     """
 
     src_vocab_size: int
@@ -78,6 +84,7 @@ class TransformerConfig:
     share_embeddings: bool = False
     tie_output: bool = True
     pad_id: int = 0
+    embed_init: str = "xavier"
 
     def __post_init__(self) -> None:
         check_positive_ints(
@@ -91,6 +98,7 @@ class TransformerConfig:
             )
         check_fractions(self, ("dropout",))
         check_choice("activation", self.activation, sorted(ACTIVATIONS))
+        check_choice("embed_init", self.embed_init, ["normal", "xavier"])
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "share_embeddings=True needs equal vocabularies, got "
@@ -185,7 +193,8 @@ class Transformer(nn.Module):
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        """Xavier-uniform for every matrix (as ``nn.Transformer`` and the Annotated Transformer).
+        """Xavier-uniform for every matrix (as ``nn.Transformer`` and the Annotated Transformer),
+        the embeddings as ``config.embed_init`` says.
 
         Shared matrices are visited once (``parameters()`` yields each tensor once). The padding
         rows are zeroed afterwards, as ``nn.Embedding(padding_idx=...)`` would have them.
@@ -193,6 +202,9 @@ class Transformer(nn.Module):
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+        if self.config.embed_init == "normal":
+            for embedding in {id(e): e for e in (self.src_embed, self.tgt_embed)}.values():
+                nn.init.normal_(embedding.weight, std=self.config.d_model**-0.5)
         with torch.no_grad():
             self.src_embed.weight[self.config.pad_id].zero_()
             self.tgt_embed.weight[self.config.pad_id].zero_()
