@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from qkv.decoding.sampling import SamplingConfig
-from qkv.tasks import captioning, image_classification
+from qkv.tasks import captioner as captioner_module
+from qkv.tasks import image_classification
 from qkv.tasks.captioning import Captioner
 from qkv.tasks.classification import Classifier
 from qkv.tasks.image_classification import ImageClassifier
@@ -324,7 +325,7 @@ def test_captioner_strips_past_the_hard_limit_are_refused_before_decoding(models
     def never(*args, **kwargs):
         raise AssertionError("a strip was decoded")
 
-    monkeypatch.setattr(captioning, "_caption_batch", never)
+    monkeypatch.setattr(captioner_module, "_caption_batch", never)
     with pytest.raises(ValueError, match=r"strip #1 \('image 1'\) has 17 tiles; this model takes "
                        "at most 16 tiles and was trained on up to 2"):  # fmt: skip
         captioner.caption([_tile(1), _tile(17)])

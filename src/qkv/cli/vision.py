@@ -60,7 +60,7 @@ def run_classify_image(args: argparse.Namespace) -> int:
 
 def run_caption(args: argparse.Namespace) -> int:
     from qkv.data.images import read_image
-    from qkv.tasks.captioning import Captioner
+    from qkv.tasks.captioner import Captioner
 
     if args.test_strips < 0:
         raise ValueError(f"--test-strips must be >= 0, got {args.test_strips}")
