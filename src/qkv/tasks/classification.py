@@ -24,13 +24,7 @@ from qkv.data.batching import plan_by_cost
 from qkv.data.labelled import ClassificationCorpus, load_classification_corpus
 from qkv.evaluation.classification import LabelScores, accuracy, macro_f1, per_label_scores
 from qkv.tasks.encoder_inputs import EncoderBatch, TextInputs, collate
-from qkv.tasks.encoder_run import (
-    EncoderRun,
-    TrainedEncoder,
-    load_encoder_dir,
-    prepare_encoder_run,
-    train_encoder_run,
-)
+from qkv.tasks.encoder_run import EncoderModel, load_encoder_dir, prepare_encoder, real_tokens
 from qkv.tasks.input_checks import one_text, text_list
 from qkv.tasks.protocol import (
     EvaluateOptions,
@@ -44,6 +38,7 @@ from qkv.tasks.protocol import (
 )
 from qkv.tasks.run_config import ClassificationDataConfig, PredictConfig, RunConfig
 from qkv.tasks.run_dir import check_split
+from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.training.distributed import Distributed
 from qkv.training.trainer import TrainConfig
 
@@ -104,38 +99,33 @@ def train_classifier(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedEncoder:
+) -> Trained:
     """Train ``config``'s classifier; the best weights (by validation accuracy) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
-    if config.task != "classification":
-        raise ValueError(f"train_classifier needs task classification, got {config.task!r}")
+    run = TrainingRun(config, task="classification", resume=resume, overwrite=overwrite,
+                      distributed=distributed, progress=progress,
+                      handle_signals=handle_signals)  # fmt: skip
     corpus = load_classification_corpus(config.data.corpus, **config.data.options)
-    run = prepare_encoder_run(
-        config,
+    encoder = prepare_encoder(
+        run,
         labels=corpus.labels,
+        label_key="num_labels",
         bpe_text=[ex.text for ex in corpus.train],
-        resume=resume,
-        overwrite=overwrite,
-        distributed=distributed,
     )
     index = {label: i for i, label in enumerate(corpus.labels)}
-    train_rows, cut = encode_examples(run.inputs, [ex.text for ex in corpus.train])
+    train_rows, cut = encode_examples(encoder.inputs, [ex.text for ex in corpus.train])
     if cut:
         logger.info("%d of %d training texts cut to data.max_len", cut, len(train_rows))
     train_labels = torch.tensor([index[ex.label] for ex in corpus.train])
-    valid_rows, _ = encode_examples(run.inputs, [ex.text for ex in corpus.valid])
+    valid_rows, _ = encode_examples(encoder.inputs, [ex.text for ex in corpus.valid])
     valid_labels = torch.tensor([index[ex.label] for ex in corpus.valid])
-    model = run.model
+    model, pad_id = encoder.model, encoder.inputs.pad_id
     device_of = lambda: next(model.parameters()).device  # noqa: E731
 
     def evaluate() -> dict[str, float]:
         predicted = []
         for batch in example_batches(
-            valid_rows,
-            valid_labels,
-            run.inputs.pad_id,
-            max_tokens=config.train.batch_tokens,
-            shuffle=False,
+            valid_rows, valid_labels, pad_id, max_tokens=config.train.batch_tokens, shuffle=False
         ):
             batch = batch.to(device_of())
             predicted.extend(model(batch.ids, keep=batch.keep).logits.argmax(-1).tolist())
@@ -145,14 +135,13 @@ def train_classifier(
             "valid_macro_f1": macro_f1(gold, predicted),
         }
 
-    return train_encoder_run(
-        run,
-        config,
+    return run.train(
+        model,
         loss_fn=classification_loss(getattr(model.config, "penalty_weight", 0.0)),
         batches=lambda epoch, start: example_batches(
             train_rows,
             train_labels,
-            run.inputs.pad_id,
+            pad_id,
             max_tokens=config.train.batch_tokens,
             shuffle=True,
             seed=config.train.seed,
@@ -160,9 +149,9 @@ def train_classifier(
             start=start,
         ),
         evaluate=evaluate,
-        resume=resume,
-        handle_signals=handle_signals,
-        progress=progress,
+        metric="valid_accuracy",
+        higher_is_better=True,
+        count_tokens=real_tokens,
     )
 
 
@@ -244,14 +233,14 @@ class Classifier:
     too.
     """
 
-    def __init__(self, run: EncoderRun, config: RunConfig) -> None:
-        self.model, self.inputs, self.config = run.model.eval(), run.inputs, config
-        self.labels: tuple[str, ...] = run.labels
+    def __init__(self, encoder: EncoderModel, config: RunConfig) -> None:
+        self.model, self.inputs, self.config = encoder.model.eval(), encoder.inputs, config
+        self.labels: tuple[str, ...] = encoder.labels
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Classifier:
-        run, config = load_encoder_dir(model_dir, task="classification")
-        return cls(run, config)
+        encoder, config = load_encoder_dir(model_dir, task="classification")
+        return cls(encoder, config)
 
     def _logits(self, rows: list[list[int]]) -> Tensor:
         """Logits ``(N, K)`` in the order of ``rows``, batched by length."""

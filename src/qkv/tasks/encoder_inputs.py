@@ -89,6 +89,22 @@ class TextInputs:
             tokenizer = tokenizers.Tokenizer.from_file(str(path))
         except Exception as error:  # the tokenizers library raises plain Exceptions
             raise DataError(f"{path} is not a readable tokenizer.json: {error}") from None
+        return cls._wrap(tokenizer, kind=kind, max_len=max_len, source=str(path))
+
+    @classmethod
+    def from_json(cls, text: str, *, kind: str, max_len: int, source: str) -> TextInputs:
+        """As :meth:`load`, from the text of a ``tokenizer.json`` (``source`` names it in
+        errors)."""
+        import tokenizers
+
+        try:
+            tokenizer = tokenizers.Tokenizer.from_str(text)
+        except Exception as error:
+            raise DataError(f"{source} is not a readable tokenizer.json: {error}") from None
+        return cls._wrap(tokenizer, kind=kind, max_len=max_len, source=source)
+
+    @classmethod
+    def _wrap(cls, tokenizer, *, kind: str, max_len: int, source: str) -> TextInputs:
         tokenizer.no_padding()  # batches are padded here, and cut to max_len here
         tokenizer.no_truncation()
         if kind == "bpe":
@@ -101,7 +117,7 @@ class TextInputs:
         ids = {name: tokenizer.token_to_id(name) for name in ("[CLS]", "[SEP]", "[PAD]")}
         missing = [name for name, value in ids.items() if value is None]
         if missing:
-            raise DataError(f"{path} has no {', '.join(missing)} token; a BERT vocabulary has")
+            raise DataError(f"{source} has no {', '.join(missing)} token; a BERT vocabulary has")
         return cls(
             tokenizer,
             cls_id=ids["[CLS]"],

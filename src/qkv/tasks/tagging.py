@@ -24,17 +24,12 @@ from qkv.data.batching import plan_by_cost
 from qkv.data.tagged import TaggedSentence, TaggingCorpus, load_tagging_corpus
 from qkv.evaluation.classification import token_accuracy
 from qkv.tasks.encoder_inputs import IGNORE, EncoderBatch, TextInputs, collate, split_words
-from qkv.tasks.encoder_run import (
-    EncoderRun,
-    TrainedEncoder,
-    load_encoder_dir,
-    prepare_encoder_run,
-    train_encoder_run,
-)
+from qkv.tasks.encoder_run import EncoderModel, load_encoder_dir, prepare_encoder, real_tokens
 from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long, warn_unknown
 from qkv.tasks.protocol import EvaluateOptions, Report, Seen, TaskSpec, ViewOptions, encoder_views
 from qkv.tasks.run_config import PredictConfig, RunConfig, TaggingDataConfig
 from qkv.tasks.run_dir import check_split
+from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.training.distributed import Distributed
 from qkv.training.trainer import TrainConfig
 
@@ -132,34 +127,33 @@ def train_tagger(
     overwrite: bool = False,
     handle_signals: bool = False,
     distributed: Distributed | None = None,
-) -> TrainedEncoder:
+) -> Trained:
     """Train ``config``'s tagger; the best weights (by validation token accuracy) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
-    if config.task != "tagging":
-        raise ValueError(f"train_tagger needs task tagging, got {config.task!r}")
+    run = TrainingRun(config, task="tagging", resume=resume, overwrite=overwrite,
+                      distributed=distributed, progress=progress,
+                      handle_signals=handle_signals)  # fmt: skip
     corpus = load_tagging_corpus(config.data.corpus, **config.data.options)
-    run = prepare_encoder_run(
-        config,
+    encoder = prepare_encoder(
+        run,
         labels=corpus.tags,
+        label_key="num_tags",
         bpe_text=[" ".join(s.words) for s in corpus.train],
-        resume=resume,
-        overwrite=overwrite,
-        distributed=distributed,
     )
     index = {tag: i for i, tag in enumerate(corpus.tags)}
     train_examples, _ = encode_sentences(
-        run.inputs, [s.words for s in corpus.train], _tag_ids(corpus.train, index, "train")
+        encoder.inputs, [s.words for s in corpus.train], _tag_ids(corpus.train, index, "train")
     )
     valid_examples, _ = encode_sentences(
-        run.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid")
+        encoder.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid")
     )
-    model = run.model
+    model, pad_id = encoder.model, encoder.inputs.pad_id
 
     def evaluate() -> dict[str, float]:
         right = total = 0
         device = next(model.parameters()).device
         for _, batch in tagging_batches(
-            valid_examples, run.inputs.pad_id, max_tokens=config.train.batch_tokens, shuffle=False
+            valid_examples, pad_id, max_tokens=config.train.batch_tokens, shuffle=False
         ):
             batch = batch.to(device)
             predicted = model(batch.ids, keep=batch.keep).logits.argmax(-1)
@@ -168,15 +162,14 @@ def train_tagger(
             total += int(real.sum())
         return {"valid_accuracy": right / max(total, 1)}
 
-    return train_encoder_run(
-        run,
-        config,
+    return run.train(
+        model,
         loss_fn=tagging_loss(config.train.label_smoothing),
         batches=lambda epoch, start: (
             batch
             for _, batch in tagging_batches(
                 train_examples,
-                run.inputs.pad_id,
+                pad_id,
                 max_tokens=config.train.batch_tokens,
                 shuffle=True,
                 seed=config.train.seed,
@@ -185,9 +178,9 @@ def train_tagger(
             )
         ),
         evaluate=evaluate,
-        resume=resume,
-        handle_signals=handle_signals,
-        progress=progress,
+        metric="valid_accuracy",
+        higher_is_better=True,
+        count_tokens=real_tokens,
     )
 
 
@@ -228,14 +221,14 @@ class Tagger:
     warn too.
     """
 
-    def __init__(self, run: EncoderRun, config: RunConfig) -> None:
-        self.model, self.inputs, self.config = run.model.eval(), run.inputs, config
-        self.tags: tuple[str, ...] = run.labels
+    def __init__(self, encoder: EncoderModel, config: RunConfig) -> None:
+        self.model, self.inputs, self.config = encoder.model.eval(), encoder.inputs, config
+        self.tags: tuple[str, ...] = encoder.labels
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Tagger:
-        run, config = load_encoder_dir(model_dir, task="tagging")
-        return cls(run, config)
+        encoder, config = load_encoder_dir(model_dir, task="tagging")
+        return cls(encoder, config)
 
     def tag_words(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
         """The tag of every word of every (pre-split) sentence: ``sentences`` is a list of
