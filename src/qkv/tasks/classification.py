@@ -105,7 +105,8 @@ def train_classifier(
     run = TrainingRun(config, task="classification", resume=resume, overwrite=overwrite,
                       distributed=distributed, progress=progress,
                       handle_signals=handle_signals)  # fmt: skip
-    corpus = load_classification_corpus(config.data.corpus, **config.data.options)
+    data = config.section("data", ClassificationDataConfig)
+    corpus = load_classification_corpus(data.corpus, **data.options)
     encoder = prepare_encoder(
         run,
         labels=corpus.labels,
@@ -246,7 +247,7 @@ class Classifier:
         """Logits ``(N, K)`` in the order of ``rows``, batched by length."""
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         out = torch.empty(len(rows), len(self.labels))
-        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        size = self.config.section("decode", PredictConfig).batch_size
         with torch.inference_mode():
             for begin in range(0, len(order), size):
                 chosen = order[begin : begin + size]
@@ -306,7 +307,7 @@ class Classifier:
         """Accuracy, macro-F1 and per-label scores on ``split`` of the model's corpus (its
         first ``limit`` examples when given)."""
         check_split(split)
-        data = self.config.data
+        data = self.config.section("data", ClassificationDataConfig)
         corpus = corpus or load_classification_corpus(data.corpus, **data.options)
         examples = getattr(corpus, split)[:limit]
         if not examples:

@@ -133,7 +133,8 @@ def train_tagger(
     run = TrainingRun(config, task="tagging", resume=resume, overwrite=overwrite,
                       distributed=distributed, progress=progress,
                       handle_signals=handle_signals)  # fmt: skip
-    corpus = load_tagging_corpus(config.data.corpus, **config.data.options)
+    data = config.section("data", TaggingDataConfig)
+    corpus = load_tagging_corpus(data.corpus, **data.options)
     encoder = prepare_encoder(
         run,
         labels=corpus.tags,
@@ -259,7 +260,7 @@ class Tagger:
             inner[sentence].extend(example.ids[1:-1])  # without [CLS] and [SEP]
         warn_unknown(inner, texts, self.inputs.unk_id, consequence=UNKNOWN, stacklevel=4)
         tags: list[list[str]] = [[""] * len(words) for words in sentences]
-        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        size = self.config.section("decode", PredictConfig).batch_size
         with torch.inference_mode():
             for batch_indices in _chunks(examples, size):
                 batch = collate([examples[i].ids for i in batch_indices], self.inputs.pad_id)
@@ -320,7 +321,7 @@ class Tagger:
         """Token accuracy on ``split`` of the model's corpus (its first ``limit`` sentences
         when given), overall and on words unseen in training."""
         check_split(split)
-        data = self.config.data
+        data = self.config.section("data", TaggingDataConfig)
         corpus = corpus or load_tagging_corpus(data.corpus, **data.options)
         sentences = getattr(corpus, split)[:limit]
         if not sentences:
