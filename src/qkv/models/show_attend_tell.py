@@ -294,7 +294,10 @@ class ShowAttendTell(nn.Module):
     @property
     def attention_score(self) -> Additive:
         """The additive score ``f_att`` (owned by the hard attention module when there is one)."""
-        return self.score if self.hard is None else self.hard.score  # type: ignore[return-value]
+        score = self.score if self.hard is None else self.hard.score
+        if not isinstance(score, Additive):  # HardAttention holds any Score: this one's is f_att
+            raise TypeError(f"f_att must be an Additive score, got {type(score).__name__}")
+        return score
 
     def _step(
         self, tokens: Tensor, state: DecoderState, expected: Tensor | None = None

@@ -21,11 +21,11 @@ from qkv.data.strips import CaptionVocab, Strips, collate_strips, held_out_strip
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from qkv.decoding import greedy_search
 from qkv.evaluation.captioning import CaptionScores, score_captions
-from qkv.models.registry import build_config, build_model
+from qkv.models.registry import build_config
 from qkv.models.show_attend_tell import ShowAttendTell
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.protocol import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
-from qkv.tasks.run_config import CaptionDataConfig, RunConfig
+from qkv.tasks.run_config import CaptionDataConfig, PredictConfig, RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
 from qkv.training.checkpoint import CheckpointError, load_weights
 
@@ -88,7 +88,7 @@ def caption_strips(
     """Greedy captions of every strip, batched by tile count (so no caption depends on the
     others: its length limit is its own)."""
     device = next(model.parameters()).device
-    captions: list[Caption | None] = [None] * len(strips)
+    captions: dict[int, Caption] = {}
     for n in sorted(set(strips.counts.tolist())):
         chosen = (strips.counts == n).nonzero().flatten().tolist()
         for first in range(0, len(chosen), batch_size):
@@ -98,7 +98,7 @@ def caption_strips(
                 rows, _caption_batch(model, vocab, batch.images, batch.keep, n), strict=True
             ):
                 captions[row] = caption
-    return captions  # type: ignore[return-value]
+    return [captions[row] for row in range(len(strips))]
 
 
 def score_strips(
@@ -151,9 +151,9 @@ class Captioner:
                 f"{directory / CONFIG_FILE} says vocab_size {model_config.vocab_size} but "
                 f"{directory / VOCAB_FILE} holds {len(vocab)} words"
             )
-        model = build_model(config.family, model_config)
+        model = ShowAttendTell(model_config)  # the one family of the task
         load_weights(model, directory / WEIGHTS_FILE)
-        return cls(model, vocab, config)  # type: ignore[arg-type]
+        return cls(model, vocab, config)
 
     @property
     def tile_shape(self) -> tuple[int, int, int]:
@@ -213,8 +213,8 @@ class Captioner:
         self._check_tiles(images, labels, width)
         strips = [self._pixels(image, label) for image, label in zip(images, labels, strict=True)]
         device = next(self.model.parameters()).device
-        size = self.config.decode.batch_size  # type: ignore[union-attr]
-        captions: list[Caption | None] = [None] * len(strips)
+        size = self.config.section("decode", PredictConfig).batch_size
+        captions: dict[int, Caption] = {}
         for pixels in sorted({s.size(-1) for s in strips}):
             chosen = [i for i, s in enumerate(strips) if s.size(-1) == pixels]
             for first in range(0, len(chosen), size):
@@ -224,7 +224,7 @@ class Captioner:
                     made = _caption_batch(self.model, self.vocab, batch, None, pixels // width)
                 for row, caption in zip(rows, made, strict=True):
                     captions[row] = caption
-        return captions  # type: ignore[return-value]
+        return [captions[row] for row in range(len(strips))]
 
     def _check_tiles(self, images: Sequence[Tensor], labels: list[str], width: int) -> None:
         """Refuse a strip over the hard limit, warn about strips longer than in training
@@ -232,7 +232,7 @@ class Captioner:
         for image, label in zip(images, labels, strict=True):
             if not isinstance(image, Tensor):
                 raise TypeError(f"{label} is a {type(image).__name__}, not an image tensor")
-        data: CaptionDataConfig = self.config.data  # type: ignore[assignment]
+        data = self.config.section("data", CaptionDataConfig)
         check_lengths(
             [image.size(-1) // width if image.dim() == 3 else 0 for image in images],
             labels,
@@ -248,7 +248,7 @@ class Captioner:
         on)."""
         if split not in ("valid", "test"):
             raise ValueError(f"split must be valid or test, got {split!r}")
-        data: CaptionDataConfig = self.config.data  # type: ignore[assignment]
+        data = self.config.section("data", CaptionDataConfig)
         count = data.valid_strips if split == "valid" else data.test_strips
         dataset = load_image_dataset(data.corpus, **data.options)
         return held_out_strips(
@@ -269,7 +269,7 @@ class Captioner:
         strips = self.held_out(split)
         if limit is not None:
             strips = strips.subset(slice(0, min(limit, len(strips))))
-        size = self.config.decode.batch_size  # type: ignore[union-attr]
+        size = self.config.section("decode", PredictConfig).batch_size
         with torch.inference_mode():
             scores = score_strips(self.model, self.vocab, strips, size)
         return {"split": split, **scores.as_dict()}

@@ -46,7 +46,7 @@ from qkv.data.strips import (
 )
 from qkv.data.vocab import PAD_ID
 from qkv.models.presets import with_preset
-from qkv.models.registry import build_config, build_model
+from qkv.models.registry import build_config
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from qkv.tasks.captioner import Captioner, score_strips
 from qkv.tasks.protocol import TaskSpec
@@ -70,26 +70,27 @@ def doubly_stochastic_penalty(weights: Tensor, region_keep: Tensor, step_keep: T
 def _unwrap(model: nn.Module) -> ShowAttendTell:
     """The captioner inside a DDP or ``torch.compile`` wrapper."""
     while not isinstance(model, ShowAttendTell):
-        model = getattr(model, "module", None) or model._orig_mod  # type: ignore[assignment]
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module):
+            raise TypeError(f"no ShowAttendTell inside a {type(model).__name__}")
+        model = inner
     return model
 
 
 def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
     """``(model, batch) -> (summed loss, target words)`` for the training engine (module doc)."""
 
+    def cross_entropy(logits: Tensor, target: Tensor) -> Tensor:  # logits (B, V, T)
+        return F.cross_entropy(
+            logits, target, ignore_index=PAD_ID, reduction="sum", label_smoothing=label_smoothing
+        )
+
     def loss_fn(model: nn.Module, batch: StripBatch) -> tuple[Tensor, Tensor]:
         target = batch.captions_out  # (B, T)
         steps = target != PAD_ID  # (B, T): the words and <eos>
-        b = target.size(0)
-        expected = None
-        if config.attention == "hard":
-            expected = torch.rand(b, device=target.device) < config.expected_fraction  # (B,)
-        out = model(batch.images, batch.keep, batch.captions_in, expected=expected)
-        logits = out.logits.float().transpose(1, 2)  # (B, V, T)
-        loss = F.cross_entropy(
-            logits, target, ignore_index=PAD_ID, reduction="sum", label_smoothing=label_smoothing
-        )
         if config.attention == "soft":
+            out = model(batch.images, batch.keep, batch.captions_in)
+            loss = cross_entropy(out.logits.float().transpose(1, 2), target)
             if config.doubly_stochastic:
                 keep = batch.keep.flatten(1)  # (B, R)
                 penalty = doubly_stochastic_penalty(out.weights.float(), keep, steps)
@@ -98,9 +99,14 @@ def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
                 penalty = penalty - (keep.sum(1) - 2 * steps.sum(1))
                 loss = loss + config.doubly_stochastic * penalty.sum()
             return loss, steps.sum()
+        # Hard attention: these strips take the expected context instead of a sample (4.1).
+        expected = torch.rand(target.size(0), device=target.device) < config.expected_fraction
+        out = model(batch.images, batch.keep, batch.captions_in, expected=expected)
+        logits = out.logits.float().transpose(1, 2)  # (B, V, T)
+        loss = cross_entropy(logits, target)
         words = -F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="none")  # (B, T)
         words = words.detach()  # log p(y_t | ...), 0 at padding
-        sampled = (~expected)[:, None] & steps  # type: ignore[operator]  # (B, T)
+        sampled = (~expected)[:, None] & steps  # (B, T)
         if torch.is_grad_enabled() and model.training:
             baseline = _unwrap(model).update_baseline(words[sampled])
         else:
@@ -116,9 +122,6 @@ def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
         return loss - config.entropy_weight * entropy.sum(), steps.sum()
 
     return loss_fn
-
-
-# ---------------------------------------------------------------------- generation and scores
 
 
 # ---------------------------------------------------------------------- training
@@ -164,7 +167,7 @@ def train_captioner(
         )
     values = model_values(config.model, len(vocab), dataset.image_shape)
     model_config: ShowAttendTellConfig = build_config(config.family, values)
-    model: ShowAttendTell = build_model(config.family, model_config)  # type: ignore[assignment]
+    model = ShowAttendTell(model_config)  # the one family of this task (TASK.families)
     run.save(model_config, write=lambda out: vocab.save(out / VOCAB_FILE))
     tiles = dict(min_tiles=data.min_tiles, max_tiles=data.max_tiles)
     valid = held_out_strips(dataset, "valid", data.valid_strips, **tiles)
