@@ -26,14 +26,15 @@ from qkv.models.tagger import SequenceTaggerConfig
 # A classifier's and a tagger's flat keys, as every config.json before the nesting spelled them.
 TEXT_KEYS = {"vocab_size", "encoder", "d_model", "num_heads", "num_layers", "d_ff", "dropout",
              "max_len", "positions", "self_attention", "cell", "pad_id", "bert"}  # fmt: skip
-CLASSIFIER_KEYS = TEXT_KEYS | {"num_labels", "pooling", "hops", "attention_dim", "penalty_weight"}
+CLASSIFIER_KEYS = TEXT_KEYS | {"num_labels", "pooling", "hops", "attention_dim"}
 BERT = {"vocab_size": 32, "hidden_size": 8, "num_layers": 1, "num_heads": 2,
         "intermediate_size": 16, "max_position_embeddings": 16}  # fmt: skip
-# The model section of a classifier's config.json as qkv wrote it before the nesting.
+# The model section of a classifier's config.json as qkv wrote it before the nesting (less
+# penalty_weight, a weight of the loss that the task layer moves to train.penalty_weight).
 SAVED = {
     "vocab_size": 50, "num_labels": 3, "encoder": "bilstm", "d_model": 32, "num_heads": 2,
     "num_layers": 1, "d_ff": 64, "dropout": 0.2, "max_len": 64, "positions": "learned",
-    "pooling": "structured", "hops": 2, "attention_dim": 16, "penalty_weight": 1.0,
+    "pooling": "structured", "hops": 2, "attention_dim": 16,
     "self_attention": True, "cell": "gru", "pad_id": 0, "bert": None,
 }  # fmt: skip
 
@@ -61,7 +62,7 @@ def test_a_saved_flat_config_loads_into_the_nested_one_and_is_written_back_the_s
         0.2,
     )
     assert config_to_dict(config) == SAVED
-    nested = EncoderClassifierConfig(config.text, 3, "structured", 2, 16, 1.0)
+    nested = EncoderClassifierConfig(config.text, 3, "structured", 2, 16)
     assert nested == config and isinstance(
         build_model("encoder_classifier", nested), EncoderClassifier
     )

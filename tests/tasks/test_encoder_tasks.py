@@ -1,24 +1,35 @@
 """Classification and tagging tasks end to end on user files: training learns, the saved model
 reloads and predicts what the network computes, batching never changes a prediction, long
 sentences are tagged whole, metrics agree with a direct count, fine-tuning starts from the
-pretrained weights, and bad configurations are named."""
+pretrained weights, bad configurations are named, and the penalty weight of the classification
+loss lives in the train section (the old model key refused in a YAML, moved in a saved run)."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import importlib.util
+import json
 import random
+import shutil
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from qkv.data.labelled import load_classification_corpus
 from qkv.data.tagged import load_tagging_corpus
-from qkv.tasks.classification import Classifier, train_classifier
-from qkv.tasks.encoder_inputs import split_words
+from qkv.models.presets import with_preset
+from qkv.models.registry import build_config, build_model
+from qkv.tasks.classification import (
+    ClassificationTrainConfig,
+    Classifier,
+    classification_loss,
+    train_classifier,
+)
+from qkv.tasks.encoder_inputs import collate, split_words
 from qkv.tasks.input_checks import InputWarning
-from qkv.tasks.run_config import run_config_from_dict
+from qkv.tasks.run_config import load_run_config, run_config_from_dict
 from qkv.tasks.tagging import Tagger, train_tagger
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -263,3 +274,60 @@ def test_fine_tuning_starts_from_the_pretrained_encoder_and_reloads_without_it(r
     words = split_words("She needs to monitor his diabetes.")
     ids, _ = classifier.inputs.encode_words(words)
     assert classifier.inputs.tokenizer.id_to_token(ids[0]) == "[CLS]"
+
+
+def test_a_penalty_weight_in_the_model_section_is_refused_naming_its_new_place(reviews, tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text(
+        f"task: classification\ndata: {{corpus: file, options: {{path: {reviews}}}}}\n"
+        "model: {family: encoder_classifier, preset: tiny, penalty_weight: 0.5}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match=r"model\.penalty_weight is now train\.penalty_weight"):
+        load_run_config(path)
+    with pytest.raises(ValueError, match=r"penalty_weight.*-1\.0"):
+        ClassificationTrainConfig(penalty_weight=-1.0)
+
+
+def test_a_run_saved_with_the_weight_in_its_model_section_loads_with_it_moved(
+    classifier_dir, tmp_path
+):
+    old = tmp_path / "old"
+    shutil.copytree(classifier_dir, old)
+    saved = json.loads((old / "config.json").read_text())
+    del saved["train"]["penalty_weight"]
+    saved["model"]["penalty_weight"] = 0.25  # where qkv wrote it before the move
+    (old / "config.json").write_text(json.dumps(saved))
+    classifier = Classifier.load(old)
+    assert classifier.config.section("train", ClassificationTrainConfig).penalty_weight == 0.25
+    assert "penalty_weight" not in classifier.config.model
+    assert classifier.predict(["a superb film"])[0].label == "pos"
+
+
+@pytest.mark.parametrize(("train", "weight"), [({"penalty_weight": 0.3}, 0.3), ({}, 1.0)])
+def test_the_loss_is_cross_entropy_plus_the_train_sections_weight_times_the_penalty(
+    reviews, tmp_path, train, weight
+):
+    config = run_config_from_dict(
+        {
+            "task": "classification",
+            "data": {"corpus": "file", "options": {"path": str(reviews)}},
+            "model": {"family": "encoder_classifier", "preset": "bilstm-attention",
+                      "d_model": 16, "hops": 3, "attention_dim": 8},
+            "train": train,
+        }
+    )  # fmt: skip
+    torch.manual_seed(0)
+    values = {**with_preset(config.family, config.model), "vocab_size": 20, "num_labels": 2}
+    model = build_model(config.family, build_config(config.family, values)).eval()
+    batch = collate([[1, 5, 6, 2], [1, 7, 2], [1, 8, 9, 10, 2]], 0, torch.tensor([0, 1, 1]))
+    loss, examples = classification_loss(config.section("train", ClassificationTrainConfig))(
+        model, batch
+    )
+    out = model(batch.ids, keep=batch.keep, need_weights=True)
+    a = out.pooling_weights.double()  # (B, r, T)
+    eye = torch.eye(3, dtype=torch.float64)
+    penalty = torch.stack([torch.linalg.matrix_norm(x @ x.T - eye) ** 2 for x in a]).mean()
+    ce = F.cross_entropy(out.logits.double(), batch.labels, reduction="sum")
+    assert int(examples) == 3
+    torch.testing.assert_close(loss.double(), ce + weight * penalty * 3, atol=1e-5, rtol=0)

@@ -12,8 +12,9 @@
 
 The ``"bilstm-attention"`` preset is the model of Lin et al. 2017, "A Structured Self-attentive
 Sentence Embedding": a BiLSTM, ``r`` hops of attention ``A = softmax(W_s2 tanh(W_s1 H^T))`` and
-the loss ``CE + penalty_weight * ||A A^T - I||_F^2`` (section 2.2; the penalty is
-``ClassifierOutput.penalty``, the coefficient ``config.penalty_weight``).
+the loss ``CE + penalty_weight * ||A A^T - I||_F^2`` (section 2.2; the model returns the
+penalty as ``ClassifierOutput.penalty``; its coefficient is a setting of the training loss, the
+classification task's ``train.penalty_weight``, not of the model).
 ``"cls"`` pooling reads position 0: the task prepends a ``[CLS]`` token to every sequence (BERT,
 Devlin et al. 2019).
 
@@ -27,7 +28,6 @@ passed as ``EncoderClassifier(config, encoder=..., encoder_dim=D)``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +66,6 @@ class EncoderClassifierConfig(
             ``"attention"`` (one learned additive query) or ``"structured"`` (Lin et al. 2017).
         hops: ``r`` of structured pooling; attention_dim: the hidden width of the attention and
             structured poolings' scores (``d_a``).
-        penalty_weight: the coefficient of the structured penalty in the training loss (the
-            other poolings return no penalty).
         bert: a BERT-family encoder instead of ``text``: its
             :class:`~qkv.models.bert.BertConfig` fields (the architecture of the pretrained
             encoder a task fine-tunes, e.g. all-MiniLM-L6-v2; the task loads its weights).
@@ -79,7 +77,6 @@ class EncoderClassifierConfig(
     pooling: str = "cls"
     hops: int = 1
     attention_dim: int = 128
-    penalty_weight: float = 0.0
     bert: dict[str, Any] | None = None
     dropout: float | None = None
 
@@ -87,9 +84,6 @@ class EncoderClassifierConfig(
         self.check_encoder()
         check_positive_ints(self, ("num_labels", "hops", "attention_dim"))
         check_choice("pooling", self.pooling, POOLINGS)
-        weight = self.penalty_weight
-        if not isinstance(weight, int | float) or not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"penalty_weight must be a finite number >= 0, got {weight!r}")
 
 
 class EncoderClassifier(nn.Module):

@@ -75,7 +75,9 @@ PRESETS: dict[str, dict[str, dict[str, object]]] = {
             max_len=512,
             pooling="cls",
         ),
-        # Lin et al. 2017's sizes: u = 300 units per direction, d_a = 350, r = 30, penalty 1.
+        # Lin et al. 2017's sizes: u = 300 units per direction, d_a = 350, r = 30. Their penalty
+        # coefficient, 1, is the classification task's default for structured pooling
+        # (train.penalty_weight), a weight of the loss and not of the model.
         "bilstm-attention": dict(
             encoder="bilstm",
             d_model=600,
@@ -85,7 +87,6 @@ PRESETS: dict[str, dict[str, dict[str, object]]] = {
             pooling="structured",
             hops=30,
             attention_dim=350,
-            penalty_weight=1.0,
         ),
     },
     # The vocabulary and the tag set come from the task.

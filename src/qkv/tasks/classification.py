@@ -11,6 +11,7 @@ labels), ``model.safetensors`` (the best weights by validation accuracy), ``toke
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,17 +46,48 @@ from qkv.training.trainer import TrainConfig
 logger = logging.getLogger(__name__)
 
 
-def classification_loss(penalty_weight: float = 0.0):
+# Lin et al. 2017's coefficient of the structured penalty (the bilstm-attention preset's).
+PAPER_PENALTY_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class ClassificationTrainConfig(TrainConfig):
+    """A classifier's ``train:`` section: the engine's settings and the weight of its loss's
+    penalty.
+
+    ``penalty_weight``: the coefficient of Lin et al.'s structured self-attention penalty
+    ``||A A^T - I||_F^2`` in the loss (only structured pooling returns one, so it weighs
+    nothing beside the other poolings); ``None`` (the default): the paper's
+    :data:`PAPER_PENALTY_WEIGHT`, with which the ``bilstm-attention`` preset trains. A run
+    saved when the weight was a model setting (``model.penalty_weight``) loads with it here.
+    """
+
+    penalty_weight: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        weight = self.penalty_weight
+        if weight is not None and (
+            not isinstance(weight, int | float) or not (math.isfinite(weight) and weight >= 0)
+        ):
+            raise ValueError(
+                f"train.penalty_weight must be a finite number >= 0 (null: the paper's "
+                f"{PAPER_PENALTY_WEIGHT:g}), got {weight!r}"
+            )
+
+
+def classification_loss(train: ClassificationTrainConfig):
     """``(model, batch) -> (summed loss, examples)`` for the training engine: cross-entropy,
-    plus ``penalty_weight`` times the structured self-attention penalty ``||A A^T - I||_F^2``
-    (Lin et al. 2017, eq. 8; a batch mean) when the model returns one."""
+    plus ``train.penalty_weight`` times the structured self-attention penalty
+    ``||A A^T - I||_F^2`` (Lin et al. 2017, eq. 8; a batch mean) when the model returns one."""
+    weight = PAPER_PENALTY_WEIGHT if train.penalty_weight is None else train.penalty_weight
 
     def loss_fn(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
         out = model(batch.ids, keep=batch.keep)
         size = batch.ids.size(0)
         loss = F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
-        if out.penalty is not None and penalty_weight:
-            loss = loss + penalty_weight * out.penalty * size  # the batch mean, as a sum
+        if out.penalty is not None and weight:
+            loss = loss + weight * out.penalty * size  # the batch mean, as a sum
         return loss, torch.tensor(size)
 
     return loss_fn
@@ -138,7 +170,7 @@ def train_classifier(
 
     return run.train(
         model,
-        loss_fn=classification_loss(getattr(model.config, "penalty_weight", 0.0)),
+        loss_fn=classification_loss(config.section("train", ClassificationTrainConfig)),
         batches=lambda epoch, start: example_batches(
             train_rows,
             train_labels,
@@ -350,10 +382,15 @@ TASK = TaskSpec(
     label="text classifier",
     input="text",
     families=("encoder_classifier",),
-    sections={"data": ClassificationDataConfig, "train": TrainConfig, "decode": PredictConfig},
+    sections={
+        "data": ClassificationDataConfig,
+        "train": ClassificationTrainConfig,
+        "decode": PredictConfig,
+    },
     train=train_classifier,
     load=Classifier.load,
     model_keys=frozenset({"preset", "pretrained"}),
     view_options=frozenset({"layer", "heads", "pooling"}),
     train_settings=frozenset({"batch_tokens"}),
+    moved_model_keys={"penalty_weight": "train.penalty_weight"},
 )
