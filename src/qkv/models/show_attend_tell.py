@@ -44,14 +44,11 @@ ATTENTIONS = ("soft", "hard")
 _SIZES = dict(
     conv_channels=(32, 64), region_layers=2, feature_dim=128, embed_dim=64, hidden_dim=256
 )
-# Named sizes: MNIST strips with soft or hard attention, and a CI-sized model. The hard model's
-# REINFORCE weight is 0.1: at 1 its noise drowns the attention's other gradient (the expected
-# context's) and the attention stays near uniform (tuning runs, docs/results/captioning.md).
+# Named sizes: MNIST strips with soft or hard attention, and a CI-sized model. (The weights of
+# the loss are the run's: configs/caption/mnist-hard.yaml sets its REINFORCE weight.)
 PRESETS: dict[str, dict[str, object]] = {
     "mnist-soft": dict(**_SIZES, attention_dim=128, attention="soft", dropout=0.3),
-    "mnist-hard": dict(
-        **_SIZES, attention_dim=128, attention="hard", dropout=0.3, reinforce_weight=0.1
-    ),
+    "mnist-hard": dict(**_SIZES, attention_dim=128, attention="hard", dropout=0.3),
     "tiny": dict(
         conv_channels=(8, 16),
         region_layers=1,
@@ -66,7 +63,9 @@ PRESETS: dict[str, dict[str, object]] = {
 
 @dataclass(frozen=True)
 class ShowAttendTellConfig:
-    """Sizes and objective of a :class:`ShowAttendTell`.
+    """Sizes of a :class:`ShowAttendTell` and how its hard attention is trained (the weights of
+    the captioning loss are the run's ``train:`` section,
+    :class:`qkv.tasks.captioning.CaptionTrainConfig`).
 
     Args:
         vocab_size: ``V`` caption words, specials included.
@@ -82,10 +81,6 @@ class ShowAttendTellConfig:
         attention_dim: ``A``, the hidden width of the additive score.
         attention: ``"soft"`` or ``"hard"``.
         dropout: on region features and before the output layer.
-        doubly_stochastic: ``lambda`` of the soft model's penalty ``sum_i (1 - sum_t
-            alpha_ti)^2`` (eq. 14).
-        reinforce_weight: ``lambda_r`` of the hard model's REINFORCE term (eq. 12).
-        entropy_weight: ``lambda_e`` of the hard model's entropy bonus (eq. 12).
         baseline_decay: the moving average of the REINFORCE baseline, ``b <- d b + (1 - d) r``
             (0.9 in the paper), ``r`` the mean reward of a batch.
         expected_fraction: the share of training strips for which the hard model uses the
@@ -104,9 +99,6 @@ class ShowAttendTellConfig:
     attention_dim: int = 128
     attention: str = "soft"
     dropout: float = 0.3
-    doubly_stochastic: float = 1.0
-    reinforce_weight: float = 1.0
-    entropy_weight: float = 0.01
     baseline_decay: float = 0.9
     expected_fraction: float = 0.5
 
@@ -144,9 +136,6 @@ class ShowAttendTellConfig:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        for name in ("doubly_stochastic", "reinforce_weight", "entropy_weight"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         for name in ("baseline_decay", "expected_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")

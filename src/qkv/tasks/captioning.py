@@ -22,13 +22,16 @@ The objective (summed over a batch, divided by its target words by the training 
   instead of a sample (section 4.1) and get no REINFORCE term. Both extra terms enter as
   surrogates of value zero, so the logged training loss is the cross-entropy.
 
-The weights live in the model configuration (``doubly_stochastic``, ``reinforce_weight``,
-``entropy_weight``, ``baseline_decay``, ``expected_fraction``).
+The weights ``lambda``, ``lambda_r`` and ``lambda_e`` are the ``train:`` section's
+(:class:`CaptionTrainConfig`: ``doubly_stochastic``, ``reinforce_weight``, ``entropy_weight``);
+a run saved when they were model keys loads with them moved there. How hard attention is trained
+(``baseline_decay``, ``expected_fraction``) stays in the model configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,6 +62,31 @@ from qkv.training.trainer import TrainConfig
 
 # ---------------------------------------------------------------------- the objective
 
+OBJECTIVE_WEIGHTS = ("doubly_stochastic", "reinforce_weight", "entropy_weight")
+
+
+@dataclass(frozen=True)
+class CaptionTrainConfig(TrainConfig):
+    """The ``train:`` section of a captioning run: the engine's settings and the weights of the
+    captioning loss (module docstring).
+
+    Args:
+        doubly_stochastic: ``lambda`` of the soft model's penalty ``sum_i (1 - sum_t
+            alpha_ti)^2`` (eq. 14).
+        reinforce_weight: ``lambda_r`` of the hard model's REINFORCE term (eq. 12).
+        entropy_weight: ``lambda_e`` of the hard model's entropy bonus (eq. 12).
+    """
+
+    doubly_stochastic: float = 1.0
+    reinforce_weight: float = 1.0
+    entropy_weight: float = 0.01
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in OBJECTIVE_WEIGHTS:
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"train.{name} must be >= 0, got {getattr(self, name)!r}")
+
 
 def doubly_stochastic_penalty(weights: Tensor, region_keep: Tensor, step_keep: Tensor) -> Tensor:
     """``sum_i (1 - sum_t alpha_ti)^2`` per strip (eq. 14): ``weights (B, T, R)``, real regions
@@ -77,12 +105,17 @@ def _unwrap(model: nn.Module) -> ShowAttendTell:
     return model
 
 
-def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
-    """``(model, batch) -> (summed loss, target words)`` for the training engine (module doc)."""
+def caption_loss(config: ShowAttendTellConfig, train: CaptionTrainConfig):
+    """``(model, batch) -> (summed loss, target words)`` for the training engine (module doc):
+    the weights and the label smoothing are ``train``'s."""
 
     def cross_entropy(logits: Tensor, target: Tensor) -> Tensor:  # logits (B, V, T)
         return F.cross_entropy(
-            logits, target, ignore_index=PAD_ID, reduction="sum", label_smoothing=label_smoothing
+            logits,
+            target,
+            ignore_index=PAD_ID,
+            reduction="sum",
+            label_smoothing=train.label_smoothing,
         )
 
     def loss_fn(model: nn.Module, batch: StripBatch) -> tuple[Tensor, Tensor]:
@@ -91,13 +124,13 @@ def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
         if config.attention == "soft":
             out = model(batch.images, batch.keep, batch.captions_in)
             loss = cross_entropy(out.logits.float().transpose(1, 2), target)
-            if config.doubly_stochastic:
+            if train.doubly_stochastic:
                 keep = batch.keep.flatten(1)  # (B, R)
                 penalty = doubly_stochastic_penalty(out.weights.float(), keep, steps)
                 # Each alpha_t sums to one over the real regions, so eq. 14 is sum_i S_i^2 plus
                 # the constant R - 2 T: dropped, so that the logged loss shows what can change.
                 penalty = penalty - (keep.sum(1) - 2 * steps.sum(1))
-                loss = loss + config.doubly_stochastic * penalty.sum()
+                loss = loss + train.doubly_stochastic * penalty.sum()
             return loss, steps.sum()
         # Hard attention: these strips take the expected context instead of a sample (4.1).
         expected = torch.rand(target.size(0), device=target.device) < config.expected_fraction
@@ -118,8 +151,8 @@ def caption_loss(config: ShowAttendTellConfig, label_smoothing: float = 0.0):
         # entropy bonus's: the logged training loss stays the cross-entropy (and penalty).
         log_p = out.log_probs - out.log_probs.detach()
         entropy = (out.entropies - out.entropies.detach()) * steps
-        loss = loss - config.reinforce_weight * (advantage * log_p).sum()
-        return loss - config.entropy_weight * entropy.sum(), steps.sum()
+        loss = loss - train.reinforce_weight * (advantage * log_p).sum()
+        return loss - train.entropy_weight * entropy.sum(), steps.sum()
 
     return loss_fn
 
@@ -206,7 +239,7 @@ def train_captioner(
 
     return run.train(
         model,
-        loss_fn=caption_loss(model_config, config.train.label_smoothing),
+        loss_fn=caption_loss(model_config, config.section("train", CaptionTrainConfig)),
         batches=batches,
         evaluate=evaluate,
         metric="valid_exact_match",
@@ -215,18 +248,16 @@ def train_captioner(
     )
 
 
-# ---------------------------------------------------------------------- a trained captioner
-
-
 TASK = TaskSpec(
     name="captioning",
     label="captioner",
     input="image",
     families=("show_attend_tell",),
-    sections={"data": CaptionDataConfig, "train": TrainConfig, "decode": PredictConfig},
+    sections={"data": CaptionDataConfig, "train": CaptionTrainConfig, "decode": PredictConfig},
     train=train_captioner,
     load=Captioner.load,
     model_keys=frozenset({"preset"}),
     splits=("valid", "test"),
     train_settings=frozenset({"label_smoothing"}),
+    moved_model_keys={name: f"train.{name}" for name in OBJECTIVE_WEIGHTS},
 )
