@@ -7,7 +7,9 @@ images and damaged model directories are named."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from safetensors.torch import load_file
 from qkv.data.errors import DataError
 from qkv.data.images import load_image_dataset
 from qkv.data.strips import CaptionVocab, collate_strips, held_out_strips, train_strips
+from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.captioning import score_captions
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from qkv.tasks.captioning import (
@@ -26,6 +29,7 @@ from qkv.tasks.captioning import (
     doubly_stochastic_penalty,
     train_captioner,
 )
+from qkv.tasks.protocol import EvaluateOptions
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import RunDirError
 from qkv.training.checkpoint import CheckpointError
@@ -123,6 +127,80 @@ def test_evaluate_agrees_with_metrics_recomputed_here(trained, digits):
     assert len(captioner.test_strips()) == 200
     with pytest.raises(ValueError, match="between 0 and 200"):
         captioner.test_strips(201)
+
+
+def _log_prob(captioner: Captioner, image: torch.Tensor, words: list[str]) -> float:
+    """``log P(words + <eos> | image)`` by teacher forcing the model."""
+    ids = [captioner.vocab.words.index(word) for word in words]
+    with torch.no_grad():
+        logits = captioner.model(image[None].float() / 255, None, torch.tensor([[1, *ids]])).logits
+    log_probs = logits[0].double().log_softmax(-1)  # (T, V)
+    return sum(float(log_probs[t, token]) for t, token in enumerate([*ids, 2]))
+
+
+def test_beam_one_is_greedy_and_a_wider_beam_finds_captions_at_least_as_probable(trained):
+    captioner = Captioner.load(trained[0])
+    strips = captioner.test_strips()
+    images = [strips.strip(i) for i in range(len(strips))]
+    greedy = captioner.caption(images)
+    # On the trained model and real strips, the shared beam search of width 1 is greedy search.
+    for n in (1, 2):
+        batch = torch.stack([im for im in images if im.size(-1) == 8 * n]).float() / 255
+        limits = dict(max_len=n + 2, bos_id=1, eos_id=2, forbidden_ids=(1, 0))
+        with torch.no_grad():
+            one = beam_search(captioner.model, batch, None, beam_size=1, length_penalty=0.0,
+                              pad_id=0, **limits)  # fmt: skip
+            for g, (b,) in zip(greedy_search(captioner.model, batch, None, **limits), one,
+                               strict=True):  # fmt: skip
+                assert b.tokens == g.tokens and b.log_prob == g.log_prob
+                assert torch.equal(b.attention, g.attention)
+    for caption, again in zip(greedy, captioner.caption(images, beam_size=1), strict=True):
+        assert caption.words == again.words and torch.equal(caption.attention, again.attention)
+    # A beam of 4, by the model's own log-probability of the whole caption: never below greedy.
+    # The trained model's greedy captions are nearly always the best it knows, so the same
+    # weights with some noise added show the beam finding better ones.
+    noisy = Captioner(copy.deepcopy(captioner.model), captioner.vocab, captioner.config)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in noisy.model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    for model in (captioner, noisy):
+        gains = []
+        greedy = model.caption(images)
+        for image, g, w in zip(images, greedy, model.caption(images, beam_size=4), strict=True):
+            gains.append(_log_prob(model, image, w.words) - _log_prob(model, image, g.words))
+            assert w.tiles == g.tiles and w.attention.shape == (len(w.words), 2, 2 * w.tiles)
+            torch.testing.assert_close(w.attention.sum((1, 2)), torch.ones(len(w.words)))
+        assert min(gains) >= -1e-6
+    assert max(gains) > 0.01  # the noisy model's beam found more probable captions
+    with pytest.raises(ValueError, match="beam_size must be between 1 and 1000, got 0"):
+        captioner.caption(images, beam_size=0)
+
+
+def test_beam_through_caption_evaluate_and_plot_attention(trained, tmp_path, capsys):
+    from qkv.cli.main import main
+    from qkv.viz.image_attention import save_image
+
+    out = str(trained[0])
+    captioner = Captioner.load(out)
+    assert main(["caption", "--model", out, "--test-strips", "6", "--beam", "3", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    strips = captioner.test_strips(6)
+    wide = captioner.caption([strips.strip(i) for i in range(6)], beam_size=3)
+    assert [row["caption"] for row in rows] == [" ".join(c.words) for c in wide]
+    assert main(["evaluate", "--model", out, "--limit", "20", "--beam", "3", "--quiet"]) == 0
+    report = captioner.report("test", limit=20, options=EvaluateOptions(beam=3))
+    assert capsys.readouterr().out == "\n".join(report.lines) + "\n"
+    assert report.lines[0].endswith(", beam 3") and report.record["beam_size"] == 3
+    scores = captioner.evaluate("test", limit=20, beam_size=3)
+    assert report.record == {**{k: v for k, v in scores.items() if k != "split"}, "beam_size": 3}
+    save_image(strips.strip(0), tmp_path / "strip.png")
+    plot = tmp_path / "words.png"
+    argv = ["plot-attention", "--model", out, str(tmp_path / "strip.png"), "-o", str(plot)]
+    assert main([*argv, "--beam", "3"]) == 0 and plot.stat().st_size > 1000
+    for command in ("caption", "--test-strips", "1"), ("evaluate",):
+        assert main([command[0], "--model", out, *command[1:], "--beam", "0"]) == 2
+        assert "beam_size must be between 1 and 1000, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

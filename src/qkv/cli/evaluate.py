@@ -34,7 +34,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "tokens for a language model); such scores are not recorded",
     )
     parser.add_argument(
-        "--beam", type=int, default=None, help="translation: beam size (default: the model's)"
+        "--beam",
+        type=int,
+        default=None,
+        help="translation and captioning: beam size (default: the model's; greedy for a captioner)",
     )
     parser.add_argument(
         "--examples", type=int, default=None, help="translation: example translations to show (5)"

@@ -27,7 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Print the caption of each IMAGE: a strip of tiles side by side, each tile "
         "of the size the model was trained on (e.g. 28x28 digits: a 28 x 84 PNG holds three). "
         "--test-strips N captions N held-out strips of the model's data set instead and shows "
-        "their reference captions; --save-strips DIR writes them as PNG files to caption again.",
+        "their reference captions; --save-strips DIR writes them as PNG files to caption again. "
+        "Captions are greedy unless --beam N asks for the most probable caption a beam of N "
+        "finds.",
     )
     caption.add_argument("--model", required=True, help="trained model directory")
     caption.add_argument("images", nargs="*", metavar="IMAGE")
@@ -35,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--test-strips", type=int, default=0, metavar="N", help="caption N held-out test strips"
     )
     caption.add_argument("--save-strips", metavar="DIR", help="write the test strips as PNG files")
+    caption.add_argument(
+        "--beam", type=int, default=None, metavar="N", help="beam size (default: 1, greedy)"
+    )
     caption.add_argument("--json", action="store_true", help="JSON lines output")
     caption.set_defaults(run=run_caption)
 
@@ -60,7 +65,7 @@ def run_classify_image(args: argparse.Namespace) -> int:
 
 def run_caption(args: argparse.Namespace) -> int:
     from qkv.data.images import read_image
-    from qkv.tasks.captioner import Captioner
+    from qkv.tasks.captioner import Captioner, check_beam
 
     if args.test_strips < 0:
         raise ValueError(f"--test-strips must be >= 0, got {args.test_strips}")
@@ -68,6 +73,7 @@ def run_caption(args: argparse.Namespace) -> int:
         raise ValueError("give at least one IMAGE, or --test-strips N")
     if args.save_strips and not args.test_strips:
         raise ValueError("--save-strips writes the strips of --test-strips N; give N")
+    check_beam(args.beam)  # before the model loads
     captioner = Captioner.load(args.model)
     channels = captioner.tile_shape[0]
     names = list(args.images)
@@ -87,7 +93,7 @@ def run_caption(args: argparse.Namespace) -> int:
                 path = folder / f"strip-{index}.png"
                 save_image(strips.strip(index), path)
                 names[len(args.images) + index] = str(path)
-    captions = captioner.caption(images, names)
+    captions = captioner.caption(images, names, beam_size=args.beam)
     for name, caption, reference in zip(names, captions, references, strict=True):
         text = " ".join(caption.words)
         if args.json:

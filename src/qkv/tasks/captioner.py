@@ -2,8 +2,10 @@
 strips of images with each word's attention map, score held-out strips (exact match, BLEU,
 alignment accuracy), and the views that ``qkv plot-attention`` and the explorer show.
 
-Captions are written by the shared :func:`qkv.decoding.greedy_search`, the words ``<bos>`` and
-``<pad>`` forbidden, up to :data:`EXTRA_WORDS` more words than the strip has tiles.
+Captions are written by the shared :func:`qkv.decoding.greedy_search` or, with a beam size
+above 1, :func:`qkv.decoding.beam_search` (no length penalty: the most probable caption the beam
+finds), the words ``<bos>`` and ``<pad>`` forbidden, up to :data:`EXTRA_WORDS` more words than the
+strip has tiles. Greedy is the default, as in the validation that chose the model's weights.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from torch import Tensor
 from qkv.data.images import decode_image, load_image_dataset, read_image
 from qkv.data.strips import CaptionVocab, Strips, collate_strips, held_out_strips
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from qkv.decoding import greedy_search
+from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.captioning import CaptionScores, score_captions
 from qkv.models.registry import build_config
 from qkv.models.show_attend_tell import ShowAttendTell
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.protocol import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
-from qkv.tasks.run_config import CaptionDataConfig, PredictConfig, RunConfig
+from qkv.tasks.run_config import MAX_BEAM_SIZE, CaptionDataConfig, PredictConfig, RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
 from qkv.training.checkpoint import CheckpointError, load_weights
 
@@ -57,22 +59,38 @@ class Caption:
     tiles: int
 
 
+def check_beam(beam_size: int | None) -> int:
+    """The beam size to caption with: 1 (greedy) when None; refused outside 1 ..
+    :data:`~qkv.tasks.run_config.MAX_BEAM_SIZE`."""
+    if beam_size is None:
+        return 1
+    if not 1 <= beam_size <= MAX_BEAM_SIZE:
+        raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
+    return beam_size
+
+
 def _caption_batch(
-    model: ShowAttendTell, vocab: CaptionVocab, images: Tensor, keep: Tensor | None, tiles: int
+    model: ShowAttendTell,
+    vocab: CaptionVocab,
+    images: Tensor,
+    keep: Tensor | None,
+    tiles: int,
+    beam_size: int = 1,
 ) -> list[Caption]:
-    """Greedy captions of ``images (B, C, H, n W)``, all of ``tiles`` real tiles (``keep``:
-    None); ``<bos>`` and ``<pad>`` are never targets, so never words."""
+    """Captions of ``images (B, C, H, n W)``, all of ``tiles`` real tiles (``keep``: None),
+    greedy or the best of a beam; ``<bos>`` and ``<pad>`` are never targets, so never words."""
     c = model.config
     gh, gw = c.regions_per_tile
-    hypotheses = greedy_search(
-        model,
-        images,
-        keep,
-        max_len=tiles + EXTRA_WORDS,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        forbidden_ids=(BOS_ID, PAD_ID),
-    )
+    limit, never = tiles + EXTRA_WORDS, (BOS_ID, PAD_ID)
+    if beam_size == 1:
+        hypotheses = greedy_search(
+            model, images, keep, max_len=limit, bos_id=BOS_ID, eos_id=EOS_ID, forbidden_ids=never
+        )
+    else:
+        beams = beam_search(model, images, keep, beam_size=beam_size, max_len=limit,
+                            length_penalty=0.0, bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID,
+                            forbidden_ids=never)  # fmt: skip
+        hypotheses = [hyps[0] for hyps in beams]
     captions = []
     for hyp in hypotheses:
         length = len(hyp.tokens)
@@ -83,10 +101,10 @@ def _caption_batch(
 
 
 def caption_strips(
-    model: ShowAttendTell, vocab: CaptionVocab, strips: Strips, batch_size: int
+    model: ShowAttendTell, vocab: CaptionVocab, strips: Strips, batch_size: int, beam_size: int = 1
 ) -> list[Caption]:
-    """Greedy captions of every strip, batched by tile count (so no caption depends on the
-    others: its length limit is its own)."""
+    """Captions of every strip (greedy, or the best of a beam), batched by tile count (so no
+    caption depends on the others: its length limit is its own)."""
     device = next(model.parameters()).device
     captions: dict[int, Caption] = {}
     for n in sorted(set(strips.counts.tolist())):
@@ -94,18 +112,18 @@ def caption_strips(
         for first in range(0, len(chosen), batch_size):
             rows = chosen[first : first + batch_size]
             batch = collate_strips(strips, rows, model.config.regions_per_tile).to(device)
-            for row, caption in zip(
-                rows, _caption_batch(model, vocab, batch.images, batch.keep, n), strict=True
-            ):
+            made = _caption_batch(model, vocab, batch.images, batch.keep, n, beam_size)
+            for row, caption in zip(rows, made, strict=True):
                 captions[row] = caption
     return [captions[row] for row in range(len(strips))]
 
 
 def score_strips(
-    model: ShowAttendTell, vocab: CaptionVocab, strips: Strips, batch_size: int
+    model: ShowAttendTell, vocab: CaptionVocab, strips: Strips, batch_size: int, beam_size: int = 1
 ) -> CaptionScores:
-    """Exact match, BLEU and alignment accuracy of the model's greedy captions of ``strips``."""
-    captions = caption_strips(model, vocab, strips, batch_size)
+    """Exact match, BLEU and alignment accuracy of the model's captions of ``strips`` (greedy,
+    or the best of a beam)."""
+    captions = caption_strips(model, vocab, strips, batch_size, beam_size)
     references = [vocab.decode(strips.caption(i)) for i in range(len(strips))]
     word_tiles = [
         strips.word_tiles[i, : int(strips.counts[i])].tolist() for i in range(len(strips))
@@ -186,12 +204,18 @@ class Captioner:
         return image.float()
 
     def caption(
-        self, images: Tensor | Sequence[Tensor], names: Sequence[str] | None = None
+        self,
+        images: Tensor | Sequence[Tensor],
+        names: Sequence[str] | None = None,
+        *,
+        beam_size: int | None = None,
     ) -> list[Caption]:
         """Caption strips: a tensor ``(N, C, H, n W)`` or a list of ``(C, H, n_i W)`` strips,
         uint8 (0-255) or float (0-1). Strips of one width are captioned together. An image
         that does not fit is named in the error by ``names`` (a list of str: file names, say)
-        or its index. Lengths are checked as the class says."""
+        or its index. Lengths are checked as the class says. ``beam_size``: the best caption
+        of a beam search of that width (None or 1: greedy)."""
+        beam = check_beam(beam_size)
         if not isinstance(images, Tensor | list | tuple):
             raise TypeError(
                 f"images must be a tensor (N, C, H, n W) or a list of (C, H, n W) tensors, got "
@@ -221,7 +245,9 @@ class Captioner:
                 rows = chosen[first : first + size]
                 batch = torch.stack([strips[i] for i in rows]).to(device)  # (b, C, H, n W)
                 with torch.inference_mode():
-                    made = _caption_batch(self.model, self.vocab, batch, None, pixels // width)
+                    made = _caption_batch(
+                        self.model, self.vocab, batch, None, pixels // width, beam
+                    )
                 for row, caption in zip(rows, made, strict=True):
                     captions[row] = caption
         return [captions[row] for row in range(len(strips))]
@@ -262,29 +288,35 @@ class Captioner:
             raise ValueError(f"count must be between 0 and {len(strips)} test strips, got {count}")
         return strips if count is None else strips.subset(slice(0, count))
 
-    def evaluate(self, split: str = "test", *, limit: int | None = None) -> dict[str, Any]:
+    def evaluate(
+        self, split: str = "test", *, limit: int | None = None, beam_size: int | None = None
+    ) -> dict[str, Any]:
         """Exact match, BLEU, alignment accuracy and the number of strips on the fixed
         ``valid`` or ``test`` strips of the model's data set (the first ``limit`` when
-        given)."""
+        given), captioned greedily or with a beam of ``beam_size``."""
+        beam = check_beam(beam_size)
         strips = self.held_out(split)
         if limit is not None:
             strips = strips.subset(slice(0, min(limit, len(strips))))
         size = self.config.section("decode", PredictConfig).batch_size
         with torch.inference_mode():
-            scores = score_strips(self.model, self.vocab, strips, size)
+            scores = score_strips(self.model, self.vocab, strips, size, beam)
         return {"split": split, **scores.as_dict()}
 
     def report(
         self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
     ) -> Report:
-        """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
-        result = self.evaluate(split, limit=limit)
+        """:meth:`evaluate` (with ``options.beam``) as the CLI prints it and ``results.json``
+        records it."""
+        beam = check_beam((options or EvaluateOptions()).beam)
+        result = self.evaluate(split, limit=limit, beam_size=beam)
+        searched = f", beam {beam}" if beam > 1 else ""
         lines = [
-            f"{result['split']}: {result['strips']:,} strips, {result['words']:,} words",
+            f"{result['split']}: {result['strips']:,} strips, {result['words']:,} words{searched}",
             f"exact match {result['exact_match']:.4f}  BLEU {result['bleu']:.2f}",
             f"alignment accuracy {result['alignment_accuracy']:.4f}",
         ]
-        record = {k: v for k, v in result.items() if k != "split"}
+        record = {**{k: v for k, v in result.items() if k != "split"}, "beam_size": beam}
         return Report(split, lines, record, complete=limit is None)
 
     def read_image(self, path: str | Path) -> Tensor:
@@ -304,9 +336,10 @@ class Captioner:
         return image
 
     def views(self, item: Tensor, options: ViewOptions | None = None) -> Seen:
-        """The caption of the strip ``item`` and each word's attention over it."""
-        name = (options or ViewOptions()).name
-        caption = self.caption([item], [name])[0]
+        """The caption of the strip ``item`` (greedy, or with a beam of ``options.beam``) and each
+        word's attention over it."""
+        options = options or ViewOptions()
+        caption = self.caption([item], [options.name], beam_size=options.beam)[0]
         maps = [(f"{i}: {word}", caption.attention[i]) for i, word in enumerate(caption.words)]
         view = ImageView(
             "caption", "attention over the image, word by word", item, [MapGroup("words", maps)]
