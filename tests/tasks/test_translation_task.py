@@ -88,3 +88,33 @@ def test_batch_size_never_changes_a_translation(snapshotted_run):
     assert one == many
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         translator.translate(texts, batch_size=0)
+
+
+def test_the_report_shows_the_first_and_then_the_shortest_sentences():
+    """After the scores: the split's first sentences, then its shortest ones of at least four
+    words (none shown twice, split order among equal lengths)."""
+    from qkv.evaluation.bleu import corpus_scores
+    from qkv.tasks.translator import EvaluationReport
+
+    sources = [
+        "a b c d e f g",
+        "a b",
+        "one two three four five",
+        "w x y z",
+        "p q r s t u",
+        "k l m n",
+    ]
+    examples = [(s, s.upper(), s) for s in sources]
+    report = EvaluationReport("test", corpus_scores(sources, sources), [], examples, 4, 1.0)
+    assert report.short_examples(2, shown=examples[:1]) == [examples[3], examples[5]]
+    lines = report.lines(2)
+    text = "\n".join(lines)
+    assert "the first sentences of test:" in text and "short sentences of test:" in text
+    shown = [
+        line[len("  source") :].strip()
+        for line in text.splitlines()
+        if line.startswith("  source ")
+    ]
+    assert shown == [sources[0], sources[1], sources[3], sources[5]]
+    none = report.lines(0)
+    assert none == lines[: len(none)] and not any("  source " in line for line in none)

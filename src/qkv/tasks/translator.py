@@ -380,11 +380,25 @@ class EvaluationReport:
             "BLEU by source length (words): "
             + ", ".join(f"{b.label}: {b.bleu:.1f} (n={b.sentences})" for b in self.buckets),
         ]
-        for source, hypothesis, reference in self.examples[:examples]:
-            lines.append(
-                f"\n  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}"
-            )
+        first = self.examples[:examples]
+        short = self.short_examples(examples, shown=first)
+        for title, group in (("the first sentences", first), ("short sentences", short)):
+            if group:
+                lines.append(f"\n{title} of {self.split}:")
+            for source, hypothesis, reference in group:
+                lines.append(
+                    f"  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}\n"
+                )
         return lines
+
+    def short_examples(
+        self, count: int, *, shown: Sequence[tuple[str, str, str]] = (), min_words: int = 4
+    ) -> list[tuple[str, str, str]]:
+        """The ``count`` shortest sources of at least ``min_words`` words (in split order among
+        equals), leaving out those in ``shown``: where a short-trained model is at its best,
+        next to the long ones a split usually opens with."""
+        candidates = [e for e in self.examples if len(e[0].split()) >= min_words and e not in shown]
+        return sorted(candidates, key=lambda e: len(e[0].split()))[:count]
 
     def record(self) -> dict[str, Any]:
         """What ``results.json`` keeps of this split."""
