@@ -33,8 +33,10 @@ class StepOutput:
     Attributes:
         log_probs: ``(B, V)`` log-probabilities of the next token.
         state: the decoder state to pass to the next step.
-        attention: ``(B, S)`` attention over the source used for this step (averaged over heads
-            and, for Transformers, taken from the last cross-attention layer), or ``None``.
+        attention: ``(B, S)`` attention over what the decoder reads (the source tokens of a
+            translation model, the image regions of a captioner) used for this step (averaged
+            over heads and, for Transformers, taken from the last cross-attention layer), or
+            ``None``.
     """
 
     log_probs: Tensor

@@ -20,6 +20,16 @@ from qkv.models.config_values import config_from_flat
 
 __all__ = ["PRESETS", "Presets", "preset_values", "with_preset"]
 
+# Show-Attend-Tell's two MNIST presets differ only in their attention.
+_SAT_MNIST = dict(
+    conv_channels=(32, 64),
+    region_layers=2,
+    feature_dim=128,
+    embed_dim=64,
+    hidden_dim=256,
+    attention_dim=128,
+    dropout=0.3,
+)
 PRESETS: dict[str, dict[str, dict[str, object]]] = {
     # all-MiniLM-L6-v2's encoder (Wang et al. 2020, "MiniLM"), BERT base, a test size.
     "bert": {
@@ -111,6 +121,21 @@ PRESETS: dict[str, dict[str, dict[str, object]]] = {
         "char-small": dict(d_model=256, num_heads=4, num_layers=4, d_ff=1024, max_len=256),
         "small": dict(d_model=384, num_heads=6, num_layers=6, d_ff=1536, max_len=512),
         "gpt2-small": dict(d_model=768, num_heads=12, num_layers=12, d_ff=3072, max_len=1024),
+    },
+    # Show-Attend-Tell on MNIST strips with soft or hard attention, and a CI-sized model (the
+    # weights of the loss are the run's: configs/caption/mnist-hard.yaml sets its REINFORCE one).
+    "show_attend_tell": {
+        "mnist-soft": dict(**_SAT_MNIST, attention="soft"),
+        "mnist-hard": dict(**_SAT_MNIST, attention="hard"),
+        "tiny": dict(
+            conv_channels=(8, 16),
+            region_layers=1,
+            feature_dim=32,
+            embed_dim=16,
+            hidden_dim=32,
+            attention_dim=32,
+            dropout=0.0,
+        ),
     },
     # ViT-B/16 (Dosovitskiy et al. 2021, table 1), an MNIST-sized model, a test size.
     "vit": {
@@ -206,10 +231,3 @@ class Presets:
             raise TypeError(f"{cls.__name__}.preset got {', '.join(twice)} twice")
         values = {**preset_values(cls._family, name), **given, **overrides}
         return config_from_flat(cls, values)  # type: ignore[no-any-return]
-
-
-# Show-Attend-Tell's presets are still defined beside its config (its file is being rewritten);
-# the table holds them by reference until they move here.
-from qkv.models.show_attend_tell import PRESETS as _SHOW_ATTEND_TELL  # noqa: E402
-
-PRESETS["show_attend_tell"] = _SHOW_ATTEND_TELL

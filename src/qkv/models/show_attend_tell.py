@@ -36,33 +36,18 @@ from qkv.attention.hard import HardAttention
 from qkv.attention.scores import Additive
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.models.outputs import StepOutput
+from qkv.models.presets import PRESETS as _PRESETS
+from qkv.models.presets import Presets
 from qkv.models.region_attention import AttentionStep, attend_regions
 from qkv.models.region_encoder import RegionEncoder
 from qkv.models.sizes import check_parameters, recurrent_layers
 
 ATTENTIONS = ("soft", "hard")
-_SIZES = dict(
-    conv_channels=(32, 64), region_layers=2, feature_dim=128, embed_dim=64, hidden_dim=256
-)
-# Named sizes: MNIST strips with soft or hard attention, and a CI-sized model. (The weights of
-# the loss are the run's: configs/caption/mnist-hard.yaml sets its REINFORCE weight.)
-PRESETS: dict[str, dict[str, object]] = {
-    "mnist-soft": dict(**_SIZES, attention_dim=128, attention="soft", dropout=0.3),
-    "mnist-hard": dict(**_SIZES, attention_dim=128, attention="hard", dropout=0.3),
-    "tiny": dict(
-        conv_channels=(8, 16),
-        region_layers=1,
-        feature_dim=32,
-        embed_dim=16,
-        hidden_dim=32,
-        attention_dim=32,
-        dropout=0.0,
-    ),
-}
+PRESETS = _PRESETS["show_attend_tell"]  # mnist-soft, mnist-hard, tiny (qkv.models.presets)
 
 
 @dataclass(frozen=True)
-class ShowAttendTellConfig:
+class ShowAttendTellConfig(Presets, family="show_attend_tell", sizes=("vocab_size",)):
     """Sizes of a :class:`ShowAttendTell` and how its hard attention is trained (the weights of
     the captioning loss are the run's ``train:`` section,
     :class:`qkv.tasks.captioning.CaptionTrainConfig`).
@@ -161,13 +146,6 @@ class ShowAttendTellConfig:
     def regions_per_tile(self) -> tuple[int, int]:
         """``(Gh, Gw)``: the region grid of one tile."""
         return self.tile_height // self.stride, self.tile_width // self.stride
-
-    @classmethod
-    def preset(cls, name: str, vocab_size: int, **overrides: object) -> ShowAttendTellConfig:
-        """The sizes of preset ``name`` (see ``PRESETS``) with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
-        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
