@@ -37,6 +37,10 @@ def test_learns_to_reverse_and_serves_every_command(kind, tmp_path):
     config = f"configs/tiny/reverse-{kind}.yaml"
     result = qkv("train", config, "--quiet", "--set", f"out_dir={model_dir}")
     assert result.returncode == 0, result.stderr
+    budget = re.search(r"in \S+: ([\d,]+) steps", result.stdout)  # announced before training
+    assert budget is not None and budget.group(1) == "{:,}".format(
+        int(re.search(r"max_steps: (\d+)", (ROOT / config).read_text()).group(1))
+    ), result.stdout
 
     result = qkv("evaluate", "--model", str(model_dir), "--examples", "0", "--quiet")
     assert result.returncode == 0, result.stderr

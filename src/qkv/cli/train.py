@@ -80,7 +80,11 @@ def run(args: argparse.Namespace) -> int:
     where = f"{config.out_dir}" + (
         f" on {distributed.world} processes" if distributed.world > 1 else ""
     )
-    say(f"{verb} {config.name} ({config.family}) in {where}")
+    budget = f"{config.train.max_steps:,} steps"
+    if config.train.max_minutes is not None:
+        clock = "" if config.train.clock == "wall" else " of CPU time"
+        budget += f" or {config.train.max_minutes:g} minutes{clock}, whichever comes first"
+    say(f"{verb} {config.name} ({config.family}) in {where}: {budget}")
     try:
         trained = task_spec(config.task).train(
             config,
