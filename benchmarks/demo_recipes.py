@@ -51,6 +51,7 @@ BASE = [
     "train.warmup_steps=300",
     "train.batch_tokens=2500",
     "data.vocab_size=4000",
+    "data.options.max_words=30",
 ]
 RECIPES: dict[str, tuple[str, list[str]]] = {
     "A-base": ("the demo as it was: post-norm, Xavier embeddings, lr 1e-3, inverse sqrt", []),
@@ -60,8 +61,13 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
         "N(0, 1/D) embeddings, lr 2e-3, cosine decay to 0 at the last step",
         ["model.embed_init=normal", "train.lr=0.002", "train.schedule=cosine"],
     ),
+    "E-maxwords40": ("training pairs of up to 40 words (not 30)", ["data.options.max_words=40"]),
+    "F-maxwords40-batch4000": (
+        "up to 40 words, 4,000-token batches (1,000 steps: the tokens of 1,600)",
+        ["data.options.max_words=40", "train.batch_tokens=4000"],
+    ),
 }
-STEPS = {name: 1500 for name in RECIPES}
+STEPS = {name: 1000 if "batch4000" in name else 1500 for name in RECIPES}
 
 
 def overrides(name: str) -> list[str]:
