@@ -107,6 +107,8 @@ def test_the_report_shows_the_first_and_then_the_shortest_sentences():
     examples = [(s, s.upper(), s) for s in sources]
     report = EvaluationReport("test", corpus_scores(sources, sources), [], examples, 4, 1.0)
     assert report.short_examples(2, shown=examples[:1]) == [examples[3], examples[5]]
+    repeated = EvaluationReport("test", report.scores, [], [examples[3], *examples], 4, 1.0)
+    assert repeated.short_examples(2) == [examples[3], examples[5]]  # a recurring verse once
     lines = report.lines(2)
     text = "\n".join(lines)
     assert "the first sentences of test:" in text and "short sentences of test:" in text

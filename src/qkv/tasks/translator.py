@@ -395,9 +395,14 @@ class EvaluationReport:
         self, count: int, *, shown: Sequence[tuple[str, str, str]] = (), min_words: int = 4
     ) -> list[tuple[str, str, str]]:
         """The ``count`` shortest sources of at least ``min_words`` words (in split order among
-        equals), leaving out those in ``shown``: where a short-trained model is at its best,
-        next to the long ones a split usually opens with."""
-        candidates = [e for e in self.examples if len(e[0].split()) >= min_words and e not in shown]
+        equals), each source once, leaving out those in ``shown``: where a short-trained model
+        is at its best, next to the long ones a split usually opens with."""
+        seen = {source for source, _, _ in shown}
+        candidates = []
+        for example in self.examples:  # each source once: "Yahweh spoke to Moses, saying," recurs
+            if len(example[0].split()) >= min_words and example[0] not in seen:
+                seen.add(example[0])
+                candidates.append(example)
         return sorted(candidates, key=lambda e: len(e[0].split()))[:count]
 
     def record(self) -> dict[str, Any]:
