@@ -52,11 +52,23 @@ def random_flip(images: Tensor, generator: torch.Generator) -> Tensor:
     return torch.where(flip[:, None, None, None], images.flip(-1), images)
 
 
+# Each augmentation by name: the transforms it applies, in order (each draws from the generator).
+AUGMENTATIONS: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "shift": ("shift",),
+    "shift_flip": ("shift", "flip"),
+}
+
+
 def augment(images: Tensor, kind: str, max_shift: int, generator: torch.Generator) -> Tensor:
-    """``kind``: ``none``, ``shift`` or ``shift_flip`` (see the module doc)."""
-    if kind == "none":
-        return images
-    if kind not in ("shift", "shift_flip"):
+    """``kind``: one of :data:`AUGMENTATIONS` (``none``, ``shift``, ``shift_flip``; see the
+    module doc)."""
+    if kind not in AUGMENTATIONS:
         raise ValueError(f"augmentation must be none, shift or shift_flip, got {kind!r}")
-    out = random_shift(images, max_shift, generator)
-    return random_flip(out, generator) if kind == "shift_flip" else out
+    transforms = {
+        "shift": lambda batch: random_shift(batch, max_shift, generator),
+        "flip": lambda batch: random_flip(batch, generator),
+    }
+    for name in AUGMENTATIONS[kind]:
+        images = transforms[name](images)
+    return images

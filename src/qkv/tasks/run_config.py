@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from qkv.data.augment import AUGMENTATIONS
 from qkv.data.errors import decode_utf8
 from qkv.data.tokenizer import MAX_VOCAB_SIZE
 from qkv.decoding.sampling import SamplingConfig
@@ -116,9 +117,6 @@ class ClassificationDataConfig(EncoderDataConfig):
 @dataclass(frozen=True)
 class TaggingDataConfig(EncoderDataConfig):
     corpus: str = "pos"  # pos (OANC train, WSJ gold test), or file (options: {train: ...})
-
-
-AUGMENTATIONS = ("none", "shift", "shift_flip")
 
 
 @dataclass(frozen=True)
