@@ -17,12 +17,14 @@ training, and record the load they saw).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from harness import ROOT
 from harness.machine import load_average, machine_description
@@ -94,14 +96,19 @@ def overrides(name: str) -> list[str]:
     return [*BASE, *RECIPES[name][1]]
 
 
+def train_command(name: str, out: Path, threads: int, settings: list[str]) -> list[str]:
+    """``qkv train`` of recipe ``name`` into ``out`` with no wall-clock budget, ``settings``
+    (``key=value``) on top of the recipe's overrides."""
+    sets = [*overrides(name), f"out_dir={out}", "train.max_minutes=null", *settings]
+    return [sys.executable, "-m", "qkv", "train", str(CONFIG), "--overwrite", "--quiet",
+            "--threads", str(threads), *[f"--set={s}" for s in sets]]  # fmt: skip
+
+
 def train_and_score(name: str, steps: int) -> None:
     """Train recipe ``name`` for ``steps`` steps on one thread, then score its test split."""
     out = RUNS / name
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    sets = [f"--set={s}" for s in [*overrides(name), f"train.max_steps={steps}"]]
-    train = [sys.executable, "-m", "qkv", "train", str(CONFIG), "--overwrite", "--quiet",
-             "--threads", "1", f"--set=out_dir={out}", "--set=train.max_minutes=null",
-             "--set=train.eval_every=500", *sets]  # fmt: skip
+    train = train_command(name, out, 1, [f"train.max_steps={steps}", "train.eval_every=500"])
     evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
     log_path = RUNS / f"{name}.log"
     RUNS.mkdir(parents=True, exist_ok=True)
@@ -116,20 +123,16 @@ def steps_per_minute(name: str) -> dict[str, float | str]:
     step TIMING_SKIP and TIMING_SKIP + TIMING_STEPS (from its metrics.csv)."""
     out = RUNS / "timing"
     total = TIMING_SKIP + TIMING_STEPS
-    command = [sys.executable, "-m", "qkv", "train", str(CONFIG), "--overwrite", "--quiet",
-               "--threads", "2", f"--set=out_dir={out}", "--set=train.max_minutes=null",
-               f"--set=train.max_steps={total}", "--set=train.eval_every=100000",
-               f"--set=train.log_every={TIMING_SKIP}", "--set=data.valid_bleu_sentences=1",
-               *[f"--set={s}" for s in overrides(name)]]  # fmt: skip
+    settings = [f"train.max_steps={total}", "train.eval_every=100000",
+                f"train.log_every={TIMING_SKIP}", "data.valid_bleu_sentences=1"]  # fmt: skip
     load = load_average()
-    subprocess.run(command, check=True, capture_output=True)
-    rows = (out / "metrics.csv").read_text(encoding="utf-8").splitlines()
-    header = rows[0].split(",")
-    marks = {}
-    for row in rows[1:]:
-        values = dict(zip(header, row.split(","), strict=False))
-        if values["step"].isdigit() and values.get("minutes"):
-            marks[int(values["step"])] = float(values["minutes"])
+    subprocess.run(train_command(name, out, 2, settings), check=True, capture_output=True)
+    with open(out / "metrics.csv", encoding="utf-8", newline="") as handle:
+        marks = {
+            int(row["step"]): float(row["minutes"])
+            for row in csv.DictReader(handle)
+            if row["step"].isdigit() and row.get("minutes")
+        }
     rate = TIMING_STEPS / (marks[total] - marks[TIMING_SKIP])
     return {"steps_per_minute": rate, "load_before": load}
 
