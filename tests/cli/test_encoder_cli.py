@@ -114,6 +114,7 @@ def test_bad_input_exits_2_with_the_problem_named(classifier, tagger, tmp_path):
         (["tag", "--model", str(classifier), "x"], "holds a classification model"),
         (["tag", "--model", str(tagger), "  ,"], None),
         (["tag", "--model", str(tagger), "   "], "has no words to tag"),
+        (["tag", "--model", str(tagger), "--format", "spans", "x"], "prints words, conll, json"),
         (["classify", "--model", str(tmp_path / "none"), "x"], "no model directory"),
         (
             ["plot-attention", "--model", str(classifier), "x", "-o", "a.png", "--pooling"],

@@ -402,3 +402,16 @@ def test_training_learns_transitions_the_emissions_cannot_express():
     expected = [tags for tags in sentences.values()]
     assert crf.decode(embed(words), keep) == expected
     assert crf.transitions[0, 1] > crf.transitions[0, 2] and crf.start[2] > crf.start[1]
+
+
+def test_rules_given_to_decode_replace_the_modules_own():
+    """A tagger builds its CRF without tag names and passes bio_transitions(tags) per call."""
+    tags = ["B-PER", "I-PER", "O"]
+    crf = LinearChainCRF(3)
+    emissions = torch.tensor([[[0.0, 5.0, 0.0], [0.0, 5.0, 0.0]]])  # I-PER I-PER is best
+    keep = torch.ones(1, 2, dtype=torch.bool)
+    assert crf.decode(emissions, keep) == [[1, 1]]  # the module's rules: none
+    assert crf.decode(emissions, keep, rules=bio_transitions(tags)) == [[0, 1]]
+    assert crf.decode(emissions, keep, constrained=False, rules=bio_transitions(tags)) == [[1, 1]]
+    with pytest.raises(ValueError, match="rules are for 2 tags, this CRF scores 3"):
+        crf.decode(emissions, keep, rules=bio_transitions(["B-X", "O"]))

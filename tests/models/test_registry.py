@@ -41,7 +41,9 @@ SAVED = {
 
 def test_the_flat_keys_of_every_family():
     assert set(model_fields("encoder_classifier")) == CLASSIFIER_KEYS
-    assert set(model_fields("sequence_tagger")) == TEXT_KEYS | {"num_tags"}
+    assert set(model_fields("sequence_tagger")) == TEXT_KEYS | {
+        "num_tags", "crf", "casing_dim", "num_shapes",
+    }  # fmt: skip
     assert model_fields("sequence_tagger")["d_model"] is int
     for family in set(FAMILIES) - {"encoder_classifier", "sequence_tagger"}:
         fields = {f.name for f in dataclasses.fields(FAMILIES[family][0])}
@@ -66,7 +68,9 @@ def test_a_saved_flat_config_loads_into_the_nested_one_and_is_written_back_the_s
     assert nested == config and isinstance(
         build_model("encoder_classifier", nested), EncoderClassifier
     )
-    tagger = {key: SAVED[key] for key in TEXT_KEYS} | {"num_tags": 9}
+    tagger = {key: SAVED[key] for key in TEXT_KEYS} | {
+        "num_tags": 9, "crf": True, "casing_dim": 8, "num_shapes": 11,
+    }  # fmt: skip
     assert config_to_dict(build_config("sequence_tagger", tagger)) == tagger
 
 

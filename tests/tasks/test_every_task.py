@@ -63,6 +63,19 @@ def _tagging(folder: Path) -> tuple[Path, list[str]]:
     return _encoder_config(folder, "tagging", data, "sequence_tagger"), []
 
 
+def _ner(folder: Path) -> tuple[Path, list[str]]:
+    sentences = ["Mr Kalo met Ms Rami in Venbel .", "we walked near Tormi today ."] * 60
+    tags = ["O B-person O O B-person O B-place O", "O O O B-place O O"] * 60
+    blocks = ["\n".join(f"{w}\t{t}" for w, t in zip(s.split(), g.split(), strict=True))
+              for s, g in zip(sentences, tags, strict=True)]  # fmt: skip
+    (folder / "entities.conll").write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    path = folder / "entities.conll"
+    options = {"train": str(path), "valid": str(path), "test": str(path)}
+    data = {"corpus": "file", "options": options}
+    config = _encoder_config(folder, "ner", data, "sequence_tagger")
+    return config, ["model.crf=true", "model.casing_dim=4"]
+
+
 def _vit(folder: Path) -> tuple[Path, list[str]]:
     return ROOT / "configs/vit/digits.yaml", ["train.max_minutes=null", "model.num_layers=1"]
 
@@ -94,6 +107,7 @@ TINY = {
     "language_model": (_language_model, 100, "abc"),
     "classification": (_classification, 5, "the film was superb"),
     "tagging": (_tagging, 5, "to walk 7 ."),
+    "ner": (_ner, 5, "Mr Kalo is in Venbel ."),
     "image_classification": (_vit, 5, 1),
     "captioning": (_captioning, 3, 2),
 }

@@ -20,11 +20,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     classify.set_defaults(run=run_classify)
     tag = subparsers.add_parser(
         "tag",
-        help="tag the words of texts with a trained tagger",
+        help="tag the words of texts with a trained tagger or entity tagger",
         description="Split each TEXT (or each line of --file) into words and punctuation and "
-        "print them as word/TAG; --json prints JSON lines of [word, tag] pairs.",
+        "tag them. --format: words (word/TAG), conll (word<TAB>TAG lines, a blank line after "
+        "each text), json (JSON lines: [word, tag] pairs; an entity tagger's also give the "
+        "text and its entities), spans (entity taggers: the text with each entity bracketed "
+        "and typed, [New York](geo-loc)). Default: spans for an entity tagger, else words; "
+        "--json is --format json.",
     )
     _common(tag)
+    tag.add_argument("--format", choices=("spans", "words", "conll", "json"))
     tag.set_defaults(run=run_tag)
 
 
@@ -63,14 +68,14 @@ def run_classify(args: argparse.Namespace) -> int:
 
 
 def run_tag(args: argparse.Namespace) -> int:
-    from qkv.tasks.tagging import Tagger
+    from qkv.tasks.registry import load_runner
 
+    if args.json and args.format not in (None, "json"):
+        raise ValueError(f"--json is --format json; it cannot go with --format {args.format}")
     texts = _texts(args)
-    tagger = Tagger.load(args.model)
-    tagged_texts = tagger.tag(texts)
-    for tagged in tagged_texts:
-        if args.json:
-            print(json.dumps(tagged, ensure_ascii=False))
-        else:
-            print(" ".join(f"{word}/{tag}" for word, tag in tagged))
+    spec, tagger = load_runner(args.model)
+    if not hasattr(tagger, "render"):
+        raise ValueError(f"{args.model} holds a {spec.name} model, not a tagger")
+    for line in tagger.render(texts, "json" if args.json else args.format):
+        print(line)
     return 0

@@ -341,18 +341,35 @@ class LinearChainCRF(nn.Module):
         return self.log_partition(emissions, keep) - self.score(emissions, tags, keep)
 
     def viterbi(
-        self, emissions: Tensor, keep: Tensor, *, constrained: bool = True
+        self,
+        emissions: Tensor,
+        keep: Tensor,
+        *,
+        constrained: bool = True,
+        rules: TransitionRules | None = None,
     ) -> tuple[Tensor, Tensor]:
         """The best tag sequence per row: ``(B, W)`` long paths (0 at padding) and their ``(B,)``
-        scores. With ``constrained`` the rules' disallowed moves are impossible."""
+        scores. With ``constrained`` the rules' disallowed moves are impossible: ``rules`` when
+        given (a tagger's, rebuilt from its tag list), else the module's."""
         _check_inputs(emissions, keep, self.num_tags)
-        rules = self.rules if constrained else None
-        return _viterbi(emissions, keep, self.transitions, self.start, self.end, rules)
+        if rules is not None and rules.num_tags != self.num_tags:
+            raise ValueError(
+                f"rules are for {rules.num_tags} tags, this CRF scores {self.num_tags}: pass "
+                "bio_transitions(tags) of the model's own tag list"
+            )
+        chosen = (rules if rules is not None else self.rules) if constrained else None
+        return _viterbi(emissions, keep, self.transitions, self.start, self.end, chosen)
 
     def decode(
-        self, emissions: Tensor, keep: Tensor, *, constrained: bool = True
+        self,
+        emissions: Tensor,
+        keep: Tensor,
+        *,
+        constrained: bool = True,
+        rules: TransitionRules | None = None,
     ) -> list[list[int]]:
-        """Each row's best tag sequence (Viterbi) as a list of its real length."""
+        """Each row's best tag sequence (Viterbi) as a list of its real length (arguments as
+        :meth:`viterbi`)."""
         with torch.no_grad():
-            paths, _ = self.viterbi(emissions, keep, constrained=constrained)
+            paths, _ = self.viterbi(emissions, keep, constrained=constrained, rules=rules)
         return _to_lists(paths, keep)

@@ -17,7 +17,7 @@ configuration, so a trained model directory loads without the pretrained folder.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,14 +90,19 @@ class Vocabulary:
 
 
 def model_values(
-    config: RunConfig, vocab_size: int, label_key: str, num_labels: int, bert: Any | None
+    config: RunConfig,
+    vocab_size: int,
+    label_key: str,
+    num_labels: int,
+    bert: Any | None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The model section with its ``preset`` expanded, the vocabulary and label counts set
-    (``label_key``: the family's name for the label count) and, when fine-tuning, the
-    pretrained encoder's architecture filled in."""
+    (``label_key``: the family's name for the label count), the task's ``extra`` sizes, and,
+    when fine-tuning, the pretrained encoder's architecture filled in."""
     values = with_preset(config.family, config.model)
     values.pop("pretrained", None)
-    values = {**values, "vocab_size": vocab_size, label_key: num_labels}
+    values = {**values, "vocab_size": vocab_size, label_key: num_labels, **(extra or {})}
     if bert is not None:  # the pretrained encoder's BertConfig
         values["encoder"] = "bert"
         values["bert"] = config_to_dict(bert)
@@ -128,11 +133,12 @@ def prepare_encoder(
     labels: Sequence[str],
     label_key: str,
     bpe_text: Sequence[str],
+    extra: Mapping[str, Any] | None = None,
 ) -> EncoderModel:
     """Make (rank 0) or read the vocabulary, build the model (pretrained weights loaded when
     fine-tuning) and save the run's files (:meth:`TrainingRun.save`: ``config.json``,
     ``labels.json``, ``tokenizer.json``). ``label_key`` names the label count in the model
-    section (``num_labels``, ``num_tags``)."""
+    section (``num_labels``, ``num_tags``); ``extra``: other sizes the task sets."""
     config = run.config
     data = config.section("data", EncoderDataConfig)
     # A resumed run's saved model section already holds the pretrained architecture.
@@ -150,7 +156,7 @@ def prepare_encoder(
         encoder = load_bert(pretrained)
     bert = None if encoder is None else encoder.config
     model_config = build_config(
-        config.family, model_values(config, inputs.vocab_size, label_key, len(labels), bert)
+        config.family, model_values(config, inputs.vocab_size, label_key, len(labels), bert, extra)
     )
     _check_positions(model_config, data.max_len)
     model = build_model(config.family, model_config)

@@ -21,6 +21,7 @@ TASKS: dict[str, str] = {
     "language_model": "qkv.tasks.language_model",
     "classification": "qkv.tasks.classification",
     "tagging": "qkv.tasks.tagging",
+    "ner": "qkv.tasks.ner",
     "image_classification": "qkv.tasks.image_classification",
     "captioning": "qkv.tasks.captioning",
 }

@@ -120,6 +120,11 @@ class TaggingDataConfig(EncoderDataConfig):
 
 
 @dataclass(frozen=True)
+class EntityDataConfig(EncoderDataConfig):
+    corpus: str = "wnut16"  # wnut16, or file (options: {train: ..., scheme: iobes, ...})
+
+
+@dataclass(frozen=True)
 class ImageDataConfig:
     """An image classifier's data: an image data set, how training images are augmented and how
     many go in a batch.
@@ -224,8 +229,9 @@ class RunConfig:
     """``task`` decides the ``data`` and ``decode`` sections (its
     :attr:`~qkv.tasks.protocol.TaskSpec.sections` in :mod:`qkv.tasks.registry`): translation
     (:class:`DataConfig`, :class:`DecodeConfig`), language_model (:class:`LMDataConfig`,
-    :class:`SamplingConfig`), classification or tagging (:class:`ClassificationDataConfig` /
-    :class:`TaggingDataConfig`, :class:`PredictConfig`), image_classification
+    :class:`SamplingConfig`), classification, tagging or ner (:class:`ClassificationDataConfig`
+    / :class:`TaggingDataConfig` / :class:`EntityDataConfig`, :class:`PredictConfig`),
+    image_classification
     (:class:`ImageDataConfig`) or captioning (:class:`CaptionDataConfig`, both with
     :class:`PredictConfig`)."""
 

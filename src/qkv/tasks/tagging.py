@@ -2,112 +2,50 @@
 tag new text, and score it (token accuracy, also on words unseen in training).
 
 Tags belong to words, the model reads subwords: each word's tag is predicted at its first
-subword and the other positions carry no label (:mod:`qkv.tasks.encoder_inputs`). Sentences
-longer than the model's ``max_len`` are tagged in windows of whole words. A model directory
-holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags in
-``labels.json``.
+subword (:mod:`qkv.tasks.tag_inputs`, which also holds the loss and the decoding, softmax or
+CRF). Sentences longer than the model's ``max_len`` are tagged in windows of whole words. A model
+directory holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags in
+``labels.json``. The named-entity task (:mod:`qkv.tasks.ner`) trains and runs through
+:func:`train_tags` and :class:`Tagger` too, with its own data, metric and decoding rules.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from qkv.data.batching import plan_by_cost
 from qkv.data.tagged import TaggedSentence, TaggingCorpus, load_tagging_corpus
+from qkv.data.word_shape import SHAPES
 from qkv.evaluation.classification import token_accuracy
-from qkv.tasks.encoder_inputs import IGNORE, EncoderBatch, TextInputs, collate, split_words
+from qkv.layers.crf import TransitionRules
+from qkv.models.presets import with_preset
+from qkv.tasks.encoder_inputs import split_words
 from qkv.tasks.encoder_run import EncoderModel, load_encoder_dir, prepare_encoder, real_tokens
 from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long, warn_unknown
 from qkv.tasks.protocol import EvaluateOptions, Report, Seen, TaskSpec, ViewOptions, encoder_views
 from qkv.tasks.run_config import PredictConfig, RunConfig, TaggingDataConfig
 from qkv.tasks.run_dir import check_split
 from qkv.tasks.run_skeleton import Trained, TrainingRun
+from qkv.tasks.tag_inputs import (
+    TaggingExample,
+    collate_tagging,
+    decode_tags,
+    encode_sentences,
+    tagging_batches,
+    tagging_loss,
+    token_shapes,
+    word_scores,
+)
+from qkv.tasks.tag_output import ENTITY_FORMATS, TAG_FORMATS, check_format, render_tagged
 from qkv.training.distributed import Distributed
 from qkv.training.trainer import TrainConfig
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TaggingExample:
-    """One window of a sentence: ``ids`` with specials, ``first`` subword position of each
-    word, and the word's tag id (``None`` when tagging new text)."""
-
-    ids: list[int]
-    first: list[int]
-    tags: list[int] | None
-
-
-def encode_sentences(
-    inputs: TextInputs, sentences: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None
-) -> tuple[list[TaggingExample], list[tuple[int, int, int]]]:
-    """Windows of every sentence, and for each window ``(sentence, start word, end word)``."""
-    examples, spans = [], []
-    for index, words in enumerate(sentences):
-        for start, end in inputs.word_windows(words):
-            ids, first = inputs.encode_words(words[start:end])
-            window_tags = None if tags is None else list(tags[index][start:end])
-            examples.append(TaggingExample(ids, first, window_tags))
-            spans.append((index, start, end))
-    return examples, spans
-
-
-def _labels(examples: Sequence[TaggingExample], length: int) -> Tensor:
-    """``(B, T)`` tag ids at each word's first subword, ``IGNORE`` elsewhere."""
-    labels = torch.full((len(examples), length), IGNORE, dtype=torch.long)
-    for row, ex in enumerate(examples):
-        labels[row, ex.first] = torch.tensor(ex.tags, dtype=torch.long)
-    return labels
-
-
-def tagging_batches(
-    examples: Sequence[TaggingExample],
-    pad_id: int,
-    *,
-    max_tokens: int,
-    shuffle: bool,
-    seed: int = 0,
-    epoch: int = 0,
-    start: int = 0,
-) -> Iterator[tuple[list[int], EncoderBatch]]:
-    """Length-grouped batches (indices into ``examples`` and the batch)."""
-    plan = plan_by_cost(
-        np.array([len(ex.ids) for ex in examples]),
-        max_tokens=max_tokens,
-        shuffle=shuffle,
-        seed=seed,
-        epoch=epoch,
-    )
-    for indices in plan[start:]:
-        chosen = [examples[i] for i in indices]
-        batch = collate([ex.ids for ex in chosen], pad_id)
-        labels = _labels(chosen, batch.ids.size(1)) if chosen[0].tags is not None else None
-        yield indices, EncoderBatch(batch.ids, batch.keep, labels)
-
-
-def tagging_loss(label_smoothing: float = 0.0):
-    """``(model, batch) -> (summed loss, tagged words)``."""
-
-    def loss_fn(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
-        logits = model(batch.ids, keep=batch.keep).logits  # (B, T, K)
-        loss = F.cross_entropy(
-            logits.float().flatten(0, 1),
-            batch.labels.flatten(),
-            ignore_index=IGNORE,
-            reduction="sum",
-            label_smoothing=label_smoothing,
-        )
-        return loss, (batch.labels != IGNORE).sum()
-
-    return loss_fn
 
 
 def _tag_ids(
@@ -117,6 +55,17 @@ def _tag_ids(
     if unknown:
         raise ValueError(f"the {split} split has tags the training split lacks: {unknown}")
     return [[index[t] for t in s.tags] for s in sentences]
+
+
+def check_tagger_config(config: RunConfig) -> None:
+    """Refuse what a tagger cannot train with before anything is written: label smoothing
+    beside a CRF output."""
+    if with_preset(config.family, config.model).get("crf") and config.train.label_smoothing:
+        raise ValueError(
+            f"train.label_smoothing={config.train.label_smoothing} (0.1 when not set) applies to "
+            "a softmax output; a CRF tagger (model.crf: true) scores whole tag sequences: set "
+            "train.label_smoothing: 0"
+        )
 
 
 def train_tagger(
@@ -130,38 +79,64 @@ def train_tagger(
 ) -> Trained:
     """Train ``config``'s tagger; the best weights (by validation token accuracy) go to
     ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train_translation`."""
+    check_tagger_config(config)
     run = TrainingRun(config, task="tagging", resume=resume, overwrite=overwrite,
                       distributed=distributed, progress=progress,
                       handle_signals=handle_signals)  # fmt: skip
     data = config.section("data", TaggingDataConfig)
     corpus = load_tagging_corpus(data.corpus, **data.options)
+
+    def accuracy(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
+        return {"valid_accuracy": token_accuracy(gold, predicted)}
+
+    return train_tags(run, corpus, accuracy, metric="valid_accuracy", rules=None)
+
+
+def train_tags(
+    run: TrainingRun,
+    corpus: TaggingCorpus,
+    score: Callable[[list[list[str]], list[list[str]]], dict[str, float]],
+    *,
+    metric: str,
+    rules: Callable[[Sequence[str]], TransitionRules] | None,
+) -> Trained:
+    """Train ``run``'s tagger on ``corpus``; ``score(gold, predicted)`` gives the validation
+    metrics (tags by name), of which ``metric`` (higher is better) picks the best weights;
+    ``rules`` builds the decoding constraints from the tag set (``None``: none)."""
+    config = run.config
     encoder = prepare_encoder(
         run,
         labels=corpus.tags,
         label_key="num_tags",
         bpe_text=[" ".join(s.words) for s in corpus.train],
+        extra={"num_shapes": len(SHAPES)},
     )
     index = {tag: i for i, tag in enumerate(corpus.tags)}
-    train_examples, _ = encode_sentences(
-        encoder.inputs, [s.words for s in corpus.train], _tag_ids(corpus.train, index, "train")
-    )
-    valid_examples, _ = encode_sentences(
-        encoder.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid")
-    )
     model, pad_id = encoder.model, encoder.inputs.pad_id
+    casing = model.config.casing_dim > 0
+    train_examples, _ = encode_sentences(
+        encoder.inputs, [s.words for s in corpus.train], _tag_ids(corpus.train, index, "train"),
+        casing=casing,
+    )  # fmt: skip
+    valid_examples, valid_spans = encode_sentences(
+        encoder.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid"),
+        casing=casing,
+    )  # fmt: skip
+    constraints = None if rules is None else rules(corpus.tags)
+    gold = [list(s.tags) for s in corpus.valid]
 
     def evaluate() -> dict[str, float]:
-        right = total = 0
         device = next(model.parameters()).device
-        for _, batch in tagging_batches(
+        predicted: list[list[str]] = [[""] * len(s.words) for s in corpus.valid]
+        for indices, batch in tagging_batches(
             valid_examples, pad_id, max_tokens=config.train.batch_tokens, shuffle=False
         ):
             batch = batch.to(device)
-            predicted = model(batch.ids, keep=batch.keep).logits.argmax(-1)
-            real = batch.labels != IGNORE
-            right += int((predicted[real] == batch.labels[real]).sum())
-            total += int(real.sum())
-        return {"valid_accuracy": right / max(total, 1)}
+            paths = decode_tags(model, word_scores(model, batch), batch.words, constraints)
+            for i, path in zip(indices, paths, strict=True):
+                sentence, start, _ = valid_spans[i]
+                predicted[sentence][start : start + len(path)] = [corpus.tags[t] for t in path]
+        return score(gold, predicted)
 
     return run.train(
         model,
@@ -179,7 +154,7 @@ def train_tagger(
             )
         ),
         evaluate=evaluate,
-        metric="valid_accuracy",
+        metric=metric,
         higher_is_better=True,
         count_tokens=real_tokens,
     )
@@ -222,13 +197,22 @@ class Tagger:
     warn too.
     """
 
+    task = "tagging"  # the task a model directory must hold
+    entity_tags = False  # BIO entity tags: spans to print, entities to show
+
     def __init__(self, encoder: EncoderModel, config: RunConfig) -> None:
         self.model, self.inputs, self.config = encoder.model.eval(), encoder.inputs, config
         self.tags: tuple[str, ...] = encoder.labels
+        self.casing = self.model.config.casing_dim > 0
+        self.rules = self.decoding_rules(self.tags)
+
+    def decoding_rules(self, tags: Sequence[str]) -> TransitionRules | None:
+        """The constraints on decoded tag sequences: none for part-of-speech tags."""
+        return None
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Tagger:
-        encoder, config = load_encoder_dir(model_dir, task="tagging")
+        encoder, config = load_encoder_dir(model_dir, task=cls.task)
         return cls(encoder, config)
 
     def tag_words(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -243,7 +227,7 @@ class Tagger:
         empty = [i for i, words in enumerate(sentences) if not words]
         if empty:
             raise ValueError(f"text #{empty[0]} ({texts[empty[0]]!r}) has no words to tag")
-        examples, spans = encode_sentences(self.inputs, sentences, None)
+        examples, spans = encode_sentences(self.inputs, sentences, None, casing=self.casing)
         windows = [0] * len(sentences)
         for sentence, _, _ in spans:
             windows[sentence] += 1
@@ -263,12 +247,12 @@ class Tagger:
         size = self.config.section("decode", PredictConfig).batch_size
         with torch.inference_mode():
             for batch_indices in _chunks(examples, size):
-                batch = collate([examples[i].ids for i in batch_indices], self.inputs.pad_id)
-                predicted = self.model(batch.ids, keep=batch.keep).logits.argmax(-1)  # (B, T)
-                for row, i in enumerate(batch_indices):
+                batch = collate_tagging([examples[i] for i in batch_indices], self.inputs.pad_id)
+                scores = word_scores(self.model, batch)  # (B, W, K)
+                paths = decode_tags(self.model, scores, batch.words, self.rules)
+                for i, path in zip(batch_indices, paths, strict=True):
                     sentence, start, _ = spans[i]
-                    for offset, position in enumerate(examples[i].first):
-                        tags[sentence][start + offset] = self.tags[int(predicted[row, position])]
+                    tags[sentence][start : start + len(path)] = [self.tags[t] for t in path]
         return tags
 
     def tag(self, texts: Sequence[str]) -> list[list[tuple[str, str]]]:
@@ -280,6 +264,14 @@ class Tagger:
             list(zip(words, tags, strict=True))
             for words, tags in zip(sentences, self._tag(sentences, texts), strict=True)
         ]
+
+    def render(self, texts: Sequence[str], format: str | None = None) -> list[str]:
+        """What ``qkv tag`` prints for ``texts`` in ``format`` (:mod:`qkv.tasks.tag_output`;
+        ``None``: the tagger's first format, ``spans`` for entities, else ``words``)."""
+        texts = text_list(texts)
+        format = format or (ENTITY_FORMATS if self.entity_tags else TAG_FORMATS)[0]
+        check_format(format, entity_tags=self.entity_tags)
+        return render_tagged(texts, self.tag(texts), format, entity_tags=self.entity_tags)
 
     def token_count(self, text: str) -> int:
         """The ids :meth:`attention` reads for ``text`` (its first window), by the tokenizer
@@ -305,9 +297,12 @@ class Tagger:
             f"{len(words)} words",
             single=True,
         )
-        ids, _ = self.inputs.encode_words(words[: spans[0][1]])
+        ids, first = self.inputs.encode_words(words[: spans[0][1]])
+        shapes = None
+        if self.casing:
+            shapes = torch.tensor([token_shapes(words[: spans[0][1]], first, len(ids))])
         with torch.inference_mode():
-            out = self.model(torch.tensor([ids]), need_weights=True)
+            out = self.model(torch.tensor([ids]), shapes=shapes, need_weights=True)
         tokens = [self.inputs.tokenizer.id_to_token(i) for i in ids]
         return tokens, [w[0] for w in out.attentions or []]
 

@@ -48,6 +48,10 @@ class TrainConfig:
     precision: str = "fp32"  # fp32; bf16 (autocast, CPU or CUDA); fp16 (autocast + scaler, CUDA)
     compile: bool = False  # torch.compile the model for the training steps
     lr: float = 7e-4
+    # The parameters outside the model's `encoder` (a tagger's or classifier's head: its output
+    # layer, casing embedding, CRF) learn at head_lr; null: at lr. A pretrained encoder is
+    # fine-tuned at a small lr while the new head, zeros or random at step 0, needs a larger one.
+    head_lr: float | None = None
     schedule: str = "inverse_sqrt"
     warmup_steps: int = 4000
     weight_decay: float = 0.0
@@ -79,6 +83,8 @@ class TrainConfig:
         for name, ok in checks.items():
             if not ok:
                 raise ValueError(f"train.{name} has an invalid value {getattr(self, name)!r}")
+        if self.head_lr is not None and not self.head_lr > 0:
+            raise ValueError(f"train.head_lr must be positive or null, got {self.head_lr!r}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ValueError(f"train.max_minutes must be positive, got {self.max_minutes}")
         if self.schedule not in SCHEDULES:

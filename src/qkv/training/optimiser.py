@@ -13,24 +13,48 @@ from qkv.training.config import TrainConfig
 from qkv.training.schedules import lr_multiplier
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on weight matrices only; none on biases, norms and embeddings."""
+def parameter_groups(
+    model: nn.Module, weight_decay: float, head_lr: float | None = None
+) -> list[dict[str, Any]]:
+    """Weight decay on weight matrices only; none on biases, norms and embeddings. With
+    ``head_lr``, the parameters outside ``model.encoder`` form two more groups (decayed and
+    not) at that learning rate.
+
+    Raises:
+        ValueError: ``head_lr`` for a model without an ``encoder`` submodule.
+    """
     embedding_params = {
         id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()
     }
-    decay, no_decay, seen = [], [], set()
+    body: set[int] = set()
+    if head_lr is not None:
+        encoder = getattr(model, "encoder", None)
+        if not isinstance(encoder, nn.Module):
+            raise ValueError(
+                f"train.head_lr needs a model with an encoder and a head; "
+                f"{type(model).__name__} has no encoder: remove train.head_lr"
+            )
+        body = {id(p) for p in encoder.parameters()}
+    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {
+        (h, d): [] for h in (False, True) for d in (True, False)
+    }
+    seen: set[int] = set()
     for param in model.parameters():
         if not param.requires_grad or id(param) in seen:
             continue
         seen.add(id(param))
-        if param.dim() >= 2 and id(param) not in embedding_params:
-            decay.append(param)
-        else:
-            no_decay.append(param)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        decayed = param.dim() >= 2 and id(param) not in embedding_params
+        groups[(head_lr is not None and id(param) not in body, decayed)].append(param)
+    out = [
+        {"params": groups[(False, True)], "weight_decay": weight_decay},
+        {"params": groups[(False, False)], "weight_decay": 0.0},
     ]
+    if head_lr is not None:
+        out += [
+            {"params": groups[(True, True)], "weight_decay": weight_decay, "lr": head_lr},
+            {"params": groups[(True, False)], "weight_decay": 0.0, "lr": head_lr},
+        ]
+    return out
 
 
 def optimiser_and_schedule(
@@ -38,7 +62,9 @@ def optimiser_and_schedule(
 ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over ``model``'s parameters (tied ones once) and its learning-rate schedule."""
     optimiser = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.adam_betas
+        parameter_groups(model, config.weight_decay, config.head_lr),
+        lr=config.lr,
+        betas=config.adam_betas,
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser,

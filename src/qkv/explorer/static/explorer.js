@@ -602,6 +602,45 @@
     return found ? found.label : String(kind || "").replace(/_/g, " ");
   }
 
+  // Ten colours that stay apart on white (a colour per entity type, in the model's type order).
+  const ENTITY_COLOURS = ["#fdd0a2", "#c6dbef", "#c7e9c0", "#dadaeb", "#fcbba1", "#fee391",
+    "#d9f0d3", "#f2d7ee", "#d0d1e6", "#e5d8bd"];
+
+  function entityColour(types, type) {
+    const index = Math.max(0, types.indexOf(type));
+    return ENTITY_COLOURS[index % ENTITY_COLOURS.length];
+  }
+
+  // The tagged text with each entity marked in its type's colour, and a legend of the types.
+  function entityText(output) {
+    const types = Array.isArray(output.types) ? output.types.map(String) : [];
+    const words = output.tags.map(([word]) => String(word));
+    const pieces = [];
+    let at = 0;
+    for (const entity of output.entities) {
+      const start = Number(entity.start), end = Number(entity.end);
+      if (!(start >= at && end > start && end <= words.length)) continue;
+      if (start > at) pieces.push(document.createTextNode(`${words.slice(at, start).join(" ")} `));
+      const mark = el("mark", { class: "entity", "data-type": String(entity.type),
+        title: String(entity.type) }, el("span", { text: words.slice(start, end).join(" ") }),
+        el("span", { class: "entity-type", text: String(entity.type) }));
+      mark.style.background = entityColour(types, String(entity.type));
+      pieces.push(mark, document.createTextNode(" "));
+      at = end;
+    }
+    if (at < words.length) pieces.push(document.createTextNode(words.slice(at).join(" ")));
+    const legend = el("div", { class: "entity-legend" }, types.map((type) => {
+      const swatch = el("span", { class: "entity-swatch" });
+      swatch.style.background = entityColour(types, type);
+      return el("span", { class: "entity-key" }, swatch, el("span", { text: type }));
+    }));
+    const count = output.entities.length;
+    return el("div", { class: "entities" },
+      el("p", { class: "entity-text" }, pieces),
+      el("p", { class: "muted", text: `${count} entit${count === 1 ? "y" : "ies"} found` }),
+      legend);
+  }
+
   function renderOutput(result) {
     const output = result.output || {};
     const parts = [el("div", { class: "output-head" },
@@ -633,6 +672,9 @@
           el("span", { class: "prob-bar" }, fill),
           el("span", { class: "prob-value", text: Number(p).toFixed(3) }));
       })));
+    }
+    if (Array.isArray(output.entities) && Array.isArray(output.tags)) {
+      parts.push(entityText(output));
     }
     if (Array.isArray(output.tags)) {
       parts.push(el("div", { class: "tags" }, output.tags.map(([word, tag]) =>
