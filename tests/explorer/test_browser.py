@@ -369,6 +369,37 @@ def test_text_from_the_data_is_shown_as_text(watched, tmp_path):
     assert watched.requests == [url]
 
 
+def test_entities_are_marked_in_their_types_colours_beside_the_attention(watched, tmp_path):
+    words = ["Paul", "Smith", "flew", "to", "<b>Oslo</b>", "with", "Ann", "."]
+    tags = ["B-person", "I-person", "O", "O", "B-geo-loc", "O", "B-person", "O"]
+    entities = [
+        {"type": "person", "start": 0, "end": 2, "text": "Paul Smith"},
+        {"type": "geo-loc", "start": 4, "end": 5, "text": "<b>Oslo</b>"},
+        {"type": "person", "start": 6, "end": 7, "text": "Ann"},
+    ]
+    weights = torch.softmax(torch.randn(2, len(words), len(words)), dim=-1)
+    view = token_view("encoder", "encoder self-attention", words, words, [weights],
+                      self_attention=True)  # fmt: skip
+    pairs = [[word, tag] for word, tag in zip(words, tags, strict=True)]
+    output = {"summary": "[Paul Smith](person) ...", "tags": pairs, "entities": entities,
+              "types": ["geo-loc", "person", "product"]}  # fmt: skip
+    result = {"model": "wnut", "kind": "ner", "input": {"text": " ".join(words)},
+              "output": output, "views": [view]}  # fmt: skip
+    open_static(watched, tmp_path, result)
+    page = watched.page
+    marks = page.locator("mark.entity")
+    types = marks.evaluate_all("ms => ms.map(m => m.dataset.type)")
+    assert types == ["person", "geo-loc", "person"]
+    assert marks.locator("span:first-child").all_text_contents() == ["Paul Smith", "<b>Oslo</b>",
+                                                                     "Ann"]  # fmt: skip
+    assert page.locator("#output b").count() == 0  # the word is text, not markup
+    colours = marks.evaluate_all("ms => ms.map(m => getComputedStyle(m).backgroundColor)")
+    assert colours[0] == colours[2] != colours[1]
+    assert page.locator(".entity-key").all_text_contents() == ["geo-loc", "person", "product"]
+    assert page.text_content(".entities .muted") == "3 entities found"
+    assert page.locator(".view").count() == 1  # the attention beside the entities
+
+
 def test_a_long_sequence_scrolls_and_stays_usable(watched, tmp_path):
     tokens = [f"t{i}" for i in range(256)]
     keep = torch.ones(256, 256).tril().bool()
