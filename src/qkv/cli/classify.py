@@ -75,7 +75,10 @@ def run_tag(args: argparse.Namespace) -> int:
     texts = _texts(args)
     spec, tagger = load_runner(args.model)
     if not hasattr(tagger, "render"):
-        raise ValueError(f"{args.model} holds a {spec.name} model, not a tagger")
+        raise ValueError(
+            f"{args.model} holds a {spec.name} model, not a tagging model (qkv tag runs "
+            "part-of-speech and entity taggers)"
+        )
     for line in tagger.render(texts, "json" if args.json else args.format):
         print(line)
     return 0
