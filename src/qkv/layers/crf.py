@@ -181,30 +181,41 @@ def _viterbi(
     rules: TransitionRules | None,
 ) -> tuple[Tensor, Tensor]:
     """The best tag sequence of every row: ``(B, W)`` long paths (0 at padding) and ``(B,)``
-    scores. Inputs are already checked; ``rules`` (or ``None``) makes disallowed moves ``-inf``.
+    scores. Inputs are already checked; ``rules`` (or ``None``) rules out disallowed moves.
 
-    ``-inf`` is safe in a max-plus recursion (``max`` and ``+`` of ``-inf`` and finite numbers never
-    give NaN); a row whose best score is ``-inf`` has no allowed path and raises.
+    No fill value stands in for a disallowed move: a boolean ``reach`` (a path allowed so far
+    ends in the tag) travels with the scores, a candidate is scored only where the move is
+    allowed from a reachable tag, and the rest hold the dtype's own minimum, which is never added
+    to (so it cannot overflow). A row with no allowed path, or whose every allowed path has a
+    ``-inf`` emission, raises.
     """
     lengths = keep.sum(dim=1)  # (B,)
     dtype = _work_dtype(emissions, transitions)
     em = torch.where(keep[..., None], emissions.to(dtype), 0.0)  # (B, W, K)
     trans, start, end = transitions.to(dtype), start.to(dtype), end.to(dtype)
-    if rules is not None:
-        device = emissions.device
-        trans = trans.masked_fill(~rules.allowed.to(device), float("-inf"))  # (K, K)
-        start = start.masked_fill(~rules.start.to(device), float("-inf"))  # (K,)
-        end = end.masked_fill(~rules.end.to(device), float("-inf"))  # (K,)
-    b, w, _ = em.shape
-    best = start + em[:, 0]  # (B, K): best score of a path ending in each tag
+    b, w, k = em.shape
+    low = torch.finfo(dtype).min
+    if rules is None:
+        rules = TransitionRules.unconstrained(k)
+    device = em.device
+    allowed = rules.allowed.to(device)  # (K, K)
+    reach = rules.start.to(device).expand(b, k)  # (B, K)
+    best = torch.where(
+        reach, start + em[:, 0], low
+    )  # (B, K): best score of a path ending in each tag
     backpointers = []  # backpointers[i - 1][b, j]: best tag at i - 1 given tag j at i
     for i in range(1, w):
-        candidates = best[:, :, None] + trans  # (B, K_prev, K)
+        moves = reach[:, :, None] & allowed  # (B, K_prev, K)
+        candidates = torch.where(moves, best[:, :, None] + trans, low)  # (B, K_prev, K)
         step, previous = candidates.max(dim=1)  # (B, K), (B, K)
-        best = torch.where(keep[:, i, None], step + em[:, i], best)  # (B, K)
+        arrived = moves.any(dim=1)  # (B, K)
+        here = keep[:, i, None]  # (B, 1)
+        best = torch.where(here, torch.where(arrived, step + em[:, i], low), best)  # (B, K)
+        reach = torch.where(here, arrived, reach)
         backpointers.append(previous)
-    scores, last = (best + end).max(dim=1)  # (B,), (B,)
-    impossible = torch.isneginf(scores).nonzero()
+    ending = reach & rules.end.to(device)  # (B, K)
+    scores, last = torch.where(ending, best + end, low).max(dim=1)  # (B,), (B,)
+    impossible = (~ending.any(dim=1) | torch.isneginf(scores)).nonzero()
     if len(impossible):
         row = int(impossible[0, 0])
         raise ValueError(

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from qkv.data.batching import plan_by_cost
 from qkv.data.word_shape import word_shape
 from qkv.layers.crf import TransitionRules, constrained_decode
-from qkv.tasks.encoder_inputs import TextInputs
+from qkv.tasks.encoder_inputs import TextInputs, collate
 
 __all__ = [
     "TaggingBatch",
@@ -109,26 +109,16 @@ class TaggingBatch:
         )  # fmt: skip
 
 
-def _pad(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> Tensor:
-    out = torch.full((len(rows), width), value, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
-
-
 def collate_tagging(examples: Sequence[TaggingExample], pad_id: int) -> TaggingBatch:
-    """``examples`` right-padded into one :class:`TaggingBatch`."""
-    length = max(len(ex.ids) for ex in examples)
-    width = max(len(ex.first) for ex in examples)
-    ids = _pad([ex.ids for ex in examples], length, pad_id)
-    keep = _pad([[1] * len(ex.ids) for ex in examples], length).bool()
-    first = _pad([ex.first for ex in examples], width)
-    words = _pad([[1] * len(ex.first) for ex in examples], width).bool()
-    with_tags = examples[0].tags is not None
-    tags = _pad([ex.tags or [] for ex in examples], width) if with_tags else None
-    with_shapes = examples[0].shapes is not None
-    shapes = _pad([ex.shapes or [] for ex in examples], length) if with_shapes else None
-    return TaggingBatch(ids, keep, first, words, tags, shapes)
+    """``examples`` right-padded into one :class:`TaggingBatch` (ids and word positions by
+    :func:`~qkv.tasks.encoder_inputs.collate`, the other rows padded with 0)."""
+    tokens = collate([ex.ids for ex in examples], pad_id)
+    words = collate([ex.first for ex in examples], 0)  # first (B, W), words (B, W)
+    tags = collate([ex.tags for ex in examples], 0).ids if examples[0].tags is not None else None
+    shapes = None
+    if examples[0].shapes is not None:
+        shapes = collate([ex.shapes for ex in examples], 0).ids  # (B, T)
+    return TaggingBatch(tokens.ids, tokens.keep, words.ids, words.keep, tags, shapes)
 
 
 def tagging_batches(
