@@ -24,6 +24,7 @@ MODULES = {
     "transformer_lm": "qkv.models.language_model",
     "vit": "qkv.models.vit",
     "show_attend_tell": "qkv.models.show_attend_tell",
+    "cloze_reader": "qkv.models.cloze_reader",
 }
 # What a task fills in from its data, per family.
 TASK_SIZES = {
@@ -33,6 +34,7 @@ TASK_SIZES = {
     "transformer_lm": {"vocab_size": 50},
     "vit": {},
     "show_attend_tell": {"vocab_size": 13, "tile_height": 16, "tile_width": 16},
+    "cloze_reader": {"vocab_size": 50},
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 import qkv.models.sizes as sizes
 from qkv.models.bert import BertConfig
 from qkv.models.classifier import EncoderClassifierConfig
+from qkv.models.cloze_reader import READERS, ClozeReaderConfig
 from qkv.models.language_model import TransformerLMConfig
 from qkv.models.registry import build_config, build_model
 from qkv.models.seq2seq_rnn import Seq2SeqRNNConfig
@@ -49,8 +50,14 @@ SMALL = [
     ("sequence_tagger", SequenceTaggerConfig, {"vocab_size": 300, "num_tags": 5, "d_model": 32,
                                                "num_heads": 4, "num_layers": 2, "d_ff": 64,
                                                "max_len": 64}),
+    *[("cloze_reader", ClozeReaderConfig, {"vocab_size": 300, "reader": reader, "embed_dim": 32,
+                                           "hidden_dim": 16, "attention_dim": 24})
+      for reader in READERS],
 ]  # fmt: skip
-IDS = [f"{family}-{values.get('encoder', 'default')}" for family, _, values in SMALL]
+IDS = [
+    f"{family}-{values.get('encoder', values.get('reader', 'default'))}"
+    for family, _, values in SMALL
+]
 
 
 @pytest.mark.parametrize(("family", "cls", "values"), SMALL, ids=IDS)
@@ -83,6 +90,7 @@ def test_the_estimate_is_close_to_the_real_parameter_count(family, cls, values, 
          "max_len=1099511627776"),
         ("bert", {"vocab_size": 32, "hidden_size": 2**36, "num_heads": 1},
          "hidden_size=68719476736"),
+        ("cloze_reader", {"vocab_size": 2**40}, "vocab_size=1099511627776"),
     ],
 )  # fmt: skip
 def test_sizes_beyond_memory_are_refused_naming_them(family, values, named):

@@ -123,3 +123,37 @@ class ViTOutput:
     logits: Tensor | None
     hidden: Tensor
     attentions: list[Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class ReaderOutput:
+    """What a cloze reader's ``forward`` returns (:mod:`qkv.models.cloze_reader`).
+
+    Attributes:
+        log_probs: ``(B, C)`` log-probabilities over the candidates; a masked candidate has
+            probability 0 and the dtype's minimum as its (finite) log-probability.
+        attention: ``(B, S)`` the question-to-passage attention (zero on padding), or ``None``
+            for a reader without attention.
+    """
+
+    log_probs: Tensor
+    attention: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class SpanOutput:
+    """What a span reader's ``forward`` returns (:mod:`qkv.models.span_reader`).
+
+    Attributes:
+        start_log_probs: ``(B, S)`` log-probabilities of the answer's first passage token.
+        end_log_probs: ``(B, S)`` log-probabilities of its last token; both are the dtype's
+            minimum (finite) on padding.
+        question_weights: ``(B, Q)`` the self-attentive pooling of the question (zero on padding).
+        aligned: ``(B, S, Q)`` the aligned question embedding's attention of every passage token
+            over the question, or ``None`` when the model has none.
+    """
+
+    start_log_probs: Tensor
+    end_log_probs: Tensor
+    question_weights: Tensor
+    aligned: Tensor | None = None

@@ -115,6 +115,17 @@ PRESETS: dict[str, dict[str, dict[str, object]]] = {
             num_heads=6,
         ),
     },
+    # Cloze readers (Hermann et al. 2015, Chen et al. 2016, Kadlec et al. 2016); `reader` picks
+    # one. "small" is CBT-like in shape but sized for a CPU; the vocabulary comes from the task.
+    "cloze_reader": {
+        "tiny": dict(embed_dim=16, hidden_dim=16, attention_dim=16, dropout=0.0),
+        "small": dict(embed_dim=128, hidden_dim=128, attention_dim=128, dropout=0.1),
+    },
+    # DrQA's document reader (Chen et al. 2017) at a CPU size; the vocabulary comes from the task.
+    "span_reader": {
+        "tiny": dict(embed_dim=16, hidden_dim=16, num_layers=1, dropout=0.0),
+        "small": dict(embed_dim=128, hidden_dim=128, num_layers=2, dropout=0.2),
+    },
     # From a CI-sized model to GPT-2 small; the vocabulary comes from the tokenizer.
     "transformer_lm": {
         "tiny": dict(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=256, dropout=0.0),

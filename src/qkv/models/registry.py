@@ -19,6 +19,7 @@ from torch import nn
 
 from qkv.models.bert import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
+from qkv.models.cloze_reader import ClozeReader, ClozeReaderConfig
 from qkv.models.config_values import check_values, config_from_flat, flat_fields, flat_values
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
@@ -29,6 +30,7 @@ from qkv.models.vit import ViT, ViTConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "bert": (BertConfig, BertEncoder),
+    "cloze_reader": (ClozeReaderConfig, ClozeReader),
     "encoder_classifier": (EncoderClassifierConfig, EncoderClassifier),
     "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
     "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),

@@ -1,0 +1,243 @@
+"""Cloze readers: pick the word that fills the blank of a question from a passage's candidates.
+
+    passage (B, S), question (B, Q) with its blank (XXXXX), candidates (B, C): word ids
+        |  one shared embedding E (padding_idx = pad_id)
+    passage BiGRU -> y_t (B, S, 2H)          question BiGRU -> u = [y->_|q|; y<-_1] (B, 2H)
+        |
+    reader:
+      no_attention  g = tanh(W [p; u]), p the passage's final states      score(c) = (U g) . E(c)
+      attentive     s = softmax_t(w^T tanh(W_ym y_t + W_um u)), r = Σ s_t y_t,
+                    g = tanh(W_rg r + W_ug u)                             score(c) = (U g) . E(c)
+      stanford      α = softmax_i(u^T W_s y_i), o = Σ α_i y_i             score(c) = (W_a o) . E(c)
+      as_reader     s = softmax_i(y_i . u)                   P(c) ∝ Σ_{i: passage_i = c} s_i
+        |
+    log_probs (B, C) over the candidates, attention (B, S)
+
+* ``no_attention`` and ``attentive``: Hermann et al. 2015, "Teaching Machines to Read and
+  Comprehend", sec. 4 (the Attentive Reader's eq. for ``m(t)``, ``s(t)``, ``r``, ``g``; the
+  baseline drops the attention and reads the passage's final states instead of ``r``);
+* ``stanford``: Chen, Bolton, Manning 2016, "A Thorough Examination of the CNN/Daily Mail Reading
+  Comprehension Task", sec. 3.2, eq. (1)-(3): bilinear attention, and the candidate scored by
+  ``W_a o`` against its embedding (the paper's output matrix tied to the input embedding here);
+* ``as_reader``: Kadlec, Schmid, Bajgar, Kleindienst 2016, "Text Understanding with the
+  Attention Sum Reader Network", eq. (1)-(4): dot-product attention whose weights *are* the
+  answer, summed over each candidate's occurrences (:mod:`qkv.attention.pointer`). The sum is
+  normalised over the candidates (the ``∝`` of eq. (3)), so the log-probabilities of every
+  reader sum to one over the kept candidates; the candidates of one example should differ.
+
+All attention goes through :func:`qkv.attention.attend`, with the score object of each paper
+(:class:`~qkv.attention.scores.Additive`, :class:`~qkv.attention.scores.General`,
+:class:`~qkv.attention.scores.Dot`). Candidates are word ids in the shared vocabulary: the task
+maps an out-of-vocabulary word to a per-example unknown slot, so equal ids are equal words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from qkv.attention.core import attend, softmax_dtype
+from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
+from qkv.attention.scores import Additive, Dot, General
+from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.models.outputs import ReaderOutput
+from qkv.models.packed_rnn import PackedRun, check_prefix_keep, run_packed
+from qkv.models.presets import PRESETS as TABLE
+from qkv.models.presets import Presets
+from qkv.models.sizes import check_parameters, recurrent_layers
+
+__all__ = ["PRESETS", "READERS", "ClozeReader", "ClozeReaderConfig"]
+
+PRESETS = TABLE["cloze_reader"]
+READERS = ("no_attention", "attentive", "stanford", "as_reader")
+
+
+@dataclass(frozen=True)
+class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
+    """Sizes of a :class:`ClozeReader`.
+
+    Args:
+        vocab_size: ``V``, the shared vocabulary of passages, questions and candidates.
+        reader: one of :data:`READERS`.
+        embed_dim: ``E``, the word embedding width.
+        hidden_dim: ``H``, GRU units per direction (encodings are ``2H`` wide).
+        attention_dim: the additive score's hidden width (``attentive`` only).
+        dropout: on the word embeddings of passage and question (training only).
+        pad_id: the padding id (its embedding is zero and gets no gradient).
+    """
+
+    vocab_size: int
+    reader: str = "as_reader"
+    embed_dim: int = 128
+    hidden_dim: int = 128
+    attention_dim: int = 128
+    dropout: float = 0.1
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        check_positive_ints(self, ("vocab_size", "embed_dim", "hidden_dim", "attention_dim"))
+        check_choice("reader", self.reader, READERS)
+        check_fractions(self, ("dropout",))
+        _check_pad_id(self.pad_id, self.vocab_size)
+        e, h, d = self.embed_dim, self.hidden_dim, 2 * self.hidden_dim
+        encoders = 2 * 2 * recurrent_layers(1, e, h, gates=3)  # passage, question; 2 directions
+        head = {
+            "no_attention": 2 * d * d + d * e,  # W, U
+            "attentive": 2 * d * self.attention_dim + 2 * d * d + d * e,  # W_ym, W_um; W_rg...
+            "stanford": d * d + d * e,  # W_s, W_a
+            "as_reader": 0,
+        }[self.reader]
+        check_parameters(
+            self,
+            self.vocab_size * e + encoders + head,
+            ("vocab_size", "embed_dim", "hidden_dim", "attention_dim"),
+        )
+
+
+class ClozeReader(nn.Module):
+    """A reader that scores each candidate word as the filler of the question's blank.
+
+    Args:
+        config: a :class:`ClozeReaderConfig`.
+
+    Shape:
+        ``passage (B, S)``, ``question (B, Q)``, ``candidates (B, C)`` long ids; their ``*_keep``
+        boolean masks of the same shapes, ``True`` at real tokens (passage and question: real
+        tokens first, at least one per row; candidates: any, at least one per row) ->
+        :class:`~qkv.models.outputs.ReaderOutput` with ``log_probs (B, C)`` and
+        ``attention (B, S)`` (``None`` for ``no_attention``).
+    """
+
+    def __init__(self, config: ClozeReaderConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        e, d = c.embed_dim, 2 * c.hidden_dim
+        self.embed = nn.Embedding(c.vocab_size, e, padding_idx=c.pad_id)
+        self.dropout = nn.Dropout(c.dropout)
+        self.passage_rnn = nn.GRU(e, c.hidden_dim, batch_first=True, bidirectional=True)
+        self.question_rnn = nn.GRU(e, c.hidden_dim, batch_first=True, bidirectional=True)
+        self.score: nn.Module | None = None
+        self.combine: nn.Linear | None = None  # W [p; u] or W_rg r + W_ug u
+        self.output_proj: nn.Linear | None = None  # U, or W_a for the Stanford reader
+        if c.reader == "attentive":
+            self.score = Additive(d, d, c.attention_dim, bias=False)  # w, W_um, W_ym
+        elif c.reader == "stanford":
+            self.score = General(d, d)  # W_s
+        elif c.reader == "as_reader":
+            self.score = Dot()
+        if c.reader in ("no_attention", "attentive"):
+            self.combine = nn.Linear(2 * d, d)
+        if c.reader != "as_reader":
+            self.output_proj = nn.Linear(d, e, bias=False)
+
+    def encode(
+        self, passage: Tensor, passage_keep: Tensor, question: Tensor, question_keep: Tensor
+    ) -> tuple[PackedRun, PackedRun]:
+        """The passage's and the question's BiGRU runs: ``states (B, L, 2H)`` and ``final
+        (B, 2H)`` each (the question vector ``u`` is the question's ``final``)."""
+        passage_lengths = check_prefix_keep(passage_keep, passage, "passage")
+        question_lengths = check_prefix_keep(question_keep, question, "question")
+        if question.size(0) != passage.size(0):
+            raise ValueError(
+                f"question {tuple(question.shape)} and passage {tuple(passage.shape)} differ in "
+                "batch size"
+            )
+        self._check_ids(passage, "passage")
+        self._check_ids(question, "question")
+        p = self.dropout(self.embed(passage))  # (B, S, E)
+        q = self.dropout(self.embed(question))  # (B, Q, E)
+        return (
+            run_packed(self.passage_rnn, p, passage_lengths),
+            run_packed(self.question_rnn, q, question_lengths),
+        )
+
+    def forward(
+        self,
+        passage: Tensor,
+        passage_keep: Tensor,
+        question: Tensor,
+        question_keep: Tensor,
+        candidates: Tensor,
+        candidate_keep: Tensor,
+    ) -> ReaderOutput:
+        """Log-probabilities of the candidates; see the class docstring for the shapes."""
+        self._check_candidates(candidates, candidate_keep, passage)
+        passage_run, question_run = self.encode(passage, passage_keep, question, question_keep)
+        y, u = passage_run.states, question_run.final  # (B, S, 2H), (B, 2H)
+        reader = self.config.reader
+        if reader == "no_attention":
+            g = torch.tanh(self.combine(torch.cat([passage_run.final, u], dim=-1)))  # (B, 2H)
+            return ReaderOutput(self._match(g, candidates, candidate_keep), None)
+        out = attend(
+            u.unsqueeze(1),  # (B, 1, 2H): one query per example
+            y,
+            y,
+            score=self.score,
+            keep=passage_keep[:, None, :],  # (B, 1, S)
+            need_weights=True,
+        )  # context (B, 1, 2H), weights (B, 1, S)
+        context, weights = out.context.squeeze(1), out.weights.squeeze(1)
+        if reader == "attentive":
+            g = torch.tanh(self.combine(torch.cat([context, u], dim=-1)))  # (B, 2H)
+            return ReaderOutput(self._match(g, candidates, candidate_keep), weights)
+        if reader == "stanford":
+            return ReaderOutput(self._match(context, candidates, candidate_keep), weights)
+        occurs = occurrences(passage, passage_keep, candidates)  # (B, C, S)
+        return ReaderOutput(_attention_sum(pointer_sum(weights, occurs), candidate_keep), weights)
+
+    def _match(self, g: Tensor, candidates: Tensor, candidate_keep: Tensor) -> Tensor:
+        """``log softmax_c((U g) . E(c))`` over the kept candidates: ``(B, C)``."""
+        target = self.output_proj(g)  # (B, E)
+        energies = self.embed(candidates) @ target.unsqueeze(-1)  # (B, C, 1)
+        energies = energies.squeeze(-1)  # (B, C)
+        return masked_log_softmax(energies, candidate_keep)
+
+    def _check_ids(self, ids: Tensor, name: str) -> None:
+        if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+            raise ValueError(
+                f"{name} must be a (B, L) tensor of integer ids, got shape {tuple(ids.shape)} and "
+                f"dtype {ids.dtype}"
+            )
+        v = self.config.vocab_size
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= v):
+            raise ValueError(
+                f"{name} holds ids outside [0, {v}) (vocab_size={v}): min {int(ids.min())}, "
+                f"max {int(ids.max())}"
+            )
+
+    def _check_candidates(self, candidates: Tensor, keep: Tensor, passage: Tensor) -> None:
+        self._check_ids(candidates, "candidates")
+        if candidates.size(0) != passage.size(0):
+            raise ValueError(
+                f"candidates {tuple(candidates.shape)} and passage {tuple(passage.shape)} differ "
+                "in batch size"
+            )
+        if keep.dtype != torch.bool or keep.shape != candidates.shape:
+            raise ValueError(
+                f"candidate_keep must be a boolean tensor of candidates' shape "
+                f"{tuple(candidates.shape)}, got shape {tuple(keep.shape)} and dtype {keep.dtype}"
+            )
+        empty = (~keep.any(dim=-1)).nonzero().flatten().tolist()
+        if empty:
+            raise ValueError(f"no candidate in batch row(s) {empty}")
+
+
+def _attention_sum(mass: Tensor, keep: Tensor) -> Tensor:
+    """``log P(c)`` with ``P(c) = mass(c) / Σ_c' mass(c')`` over the kept candidates.
+
+    A mass is clamped at the dtype's smallest normal number, so a candidate that never occurs in
+    the passage keeps a finite log-probability (about -87 in float32) and gradients stay finite;
+    masked candidates get the dtype's minimum.
+    """
+    mass = mass.to(softmax_dtype(mass.dtype)).clamp_min(torch.finfo(mass.dtype).tiny)  # (B, C)
+    mass = torch.where(keep, mass, torch.ones_like(mass))  # log(1) = 0: no NaN gradient below
+    total = (mass * keep).sum(dim=-1, keepdim=True)  # (B, 1)
+    log_probs = mass.log() - total.log()
+    return log_probs.masked_fill(~keep, torch.finfo(log_probs.dtype).min)
+
+
+def _check_pad_id(pad_id: object, vocab_size: int) -> None:
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < vocab_size:
+        raise ValueError(f"pad_id must be an int in [0, vocab_size={vocab_size}), got {pad_id!r}")
