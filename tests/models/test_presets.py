@@ -25,6 +25,7 @@ MODULES = {
     "vit": "qkv.models.vit",
     "show_attend_tell": "qkv.models.show_attend_tell",
     "cloze_reader": "qkv.models.cloze_reader",
+    "span_reader": "qkv.models.span_reader",
 }
 # What a task fills in from its data, per family.
 TASK_SIZES = {
@@ -35,6 +36,7 @@ TASK_SIZES = {
     "vit": {},
     "show_attend_tell": {"vocab_size": 13, "tile_height": 16, "tile_width": 16},
     "cloze_reader": {"vocab_size": 50},
+    "span_reader": {"vocab_size": 50},
 }
 
 

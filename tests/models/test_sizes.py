@@ -15,6 +15,7 @@ from qkv.models.language_model import TransformerLMConfig
 from qkv.models.registry import build_config, build_model
 from qkv.models.seq2seq_rnn import Seq2SeqRNNConfig
 from qkv.models.show_attend_tell import ShowAttendTellConfig
+from qkv.models.span_reader import SpanReaderConfig
 from qkv.models.tagger import SequenceTaggerConfig
 from qkv.models.transformer import TransformerConfig
 from qkv.models.vit import ViTConfig
@@ -53,6 +54,11 @@ SMALL = [
     *[("cloze_reader", ClozeReaderConfig, {"vocab_size": 300, "reader": reader, "embed_dim": 32,
                                            "hidden_dim": 16, "attention_dim": 24})
       for reader in READERS],
+    ("span_reader", SpanReaderConfig, {"vocab_size": 300, "embed_dim": 32, "hidden_dim": 16,
+                                       "num_layers": 2}),
+    ("span_reader", SpanReaderConfig, {"vocab_size": 300, "embed_dim": 32, "hidden_dim": 16,
+                                       "num_layers": 1, "aligned": False,
+                                       "exact_match": False}),
 ]  # fmt: skip
 IDS = [
     f"{family}-{values.get('encoder', values.get('reader', 'default'))}"
@@ -91,6 +97,7 @@ def test_the_estimate_is_close_to_the_real_parameter_count(family, cls, values, 
         ("bert", {"vocab_size": 32, "hidden_size": 2**36, "num_heads": 1},
          "hidden_size=68719476736"),
         ("cloze_reader", {"vocab_size": 2**40}, "vocab_size=1099511627776"),
+        ("span_reader", {"vocab_size": 32, "hidden_dim": 2**30}, "hidden_dim=1073741824"),
     ],
 )  # fmt: skip
 def test_sizes_beyond_memory_are_refused_naming_them(family, values, named):

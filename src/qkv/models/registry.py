@@ -24,6 +24,7 @@ from qkv.models.config_values import check_values, config_from_flat, flat_fields
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
+from qkv.models.span_reader import SpanReader, SpanReaderConfig
 from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
 from qkv.models.transformer import Transformer, TransformerConfig
 from qkv.models.vit import ViT, ViTConfig
@@ -35,6 +36,7 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
     "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),
     "show_attend_tell": (ShowAttendTellConfig, ShowAttendTell),
+    "span_reader": (SpanReaderConfig, SpanReader),
     "transformer": (TransformerConfig, Transformer),
     "transformer_lm": (TransformerLMConfig, TransformerLM),
     "vit": (ViTConfig, ViT),
