@@ -496,10 +496,11 @@ def _synthetic_question(rng: random.Random, source: str, length: tuple[int, int]
     names = rng.sample(NAMES, N_CANDIDATES)
     answer = names[0]
     tokens = [rng.choice(FILLERS) for _ in range(size - 2)]
-    # every candidate at least once, some twice, at distinct places; then "key <answer>"
-    extra = rng.sample(names, 4)
-    places = rng.sample(range(len(tokens)), N_CANDIDATES + len(extra))
-    for place, name in zip(places, [*names, *extra], strict=True):
+    # each candidate written once or twice, the answer's "key <answer>" counted: the answer is
+    # neither more frequent nor later than the others, only after "key"
+    counts = {name: rng.choice((1, 2)) for name in names}
+    written = [name for name in names for _ in range(counts[name] - (name == answer))]
+    for place, name in zip(rng.sample(range(len(tokens)), len(written)), written, strict=True):
         tokens[place] = name
     where = rng.randrange(len(tokens) + 1)
     tokens[where:where] = [KEY_WORD, answer]
@@ -518,15 +519,16 @@ def synthetic_cloze(
 ) -> ClozeCorpus:
     """A learnable toy cloze task: the answer is the name that follows the word ``key``.
 
-    Each passage holds ``length`` tokens (both ends included): words of :data:`FILLERS`, the ten
-    candidate names (from :data:`NAMES`, 30 of them; each once or twice) and, once,
-    ``key <answer>``; the question is always ``the key opens XXXXX .``. The answer is also
-    written elsewhere in the passage as often as the other candidates are, so counting words
-    does not help; finding ``key`` does. ``n`` train questions, ``valid`` and ``test`` (default
-    ``max(1, n // 10)`` each) drawn with separate generators, seeded from ``seed`` and the split.
+    Each passage holds a number of tokens drawn from ``length`` (both ends included): words of
+    :data:`FILLERS`, the ten candidate names (from :data:`NAMES`, 30 of them), each written once
+    or twice, and, once, ``key <answer>`` (one of the answer's occurrences); the question is
+    always ``the key opens XXXXX .``. The answer is as frequent as the other candidates and
+    anywhere in the passage, so counting or position do not help; finding ``key`` does.
+    ``n`` train questions, ``valid`` and ``test`` (default ``max(1, n // 10)`` each), each
+    split drawn with its own generator, seeded from ``seed`` and the split's name.
 
     Raises:
-        DataError: ``n < 1``, a split size below 1, or ``length`` shorter than 18 or reversed.
+        DataError: ``n < 1``, a split size below 1, or ``length`` below 21 or reversed.
     """
     sizes = {"train": n, "valid": max(1, n // 10) if valid is None else valid,
              "test": max(1, n // 10) if test is None else test}  # fmt: skip
@@ -536,9 +538,9 @@ def synthetic_cloze(
                 f"synthetic cloze: {split} size must be a whole number >= 1, got {size!r}"
             )
     low, high = length
-    if not 2 + N_CANDIDATES + 4 + 2 <= low <= high:
+    if not 2 * N_CANDIDATES + 1 <= low <= high:
         raise DataError(
-            f"synthetic cloze: length={length!r} must be (low, high) with 18 <= low <= high"
+            f"synthetic cloze: length={length!r} must be (low, high) with 21 <= low <= high"
         )
     splits = {}
     for split, size in sizes.items():

