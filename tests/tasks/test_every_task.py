@@ -76,6 +76,16 @@ def _ner(folder: Path) -> tuple[Path, list[str]]:
     return config, ["model.crf=true", "model.casing_dim=4"]
 
 
+def _reading(folder: Path) -> tuple[Path, list[str]]:
+    config = {
+        "task": "reading",
+        "data": {"corpus": "synthetic", "options": {"n": 100}, "min_count": 1},
+        "model": {"family": "cloze_reader", "preset": "tiny", "reader": "as_reader"},
+        "train": {"batch_tokens": 1024},
+    }
+    return _write(folder / "reading.yaml", config), []
+
+
 def _vit(folder: Path) -> tuple[Path, list[str]]:
     return ROOT / "configs/vit/digits.yaml", ["train.max_minutes=null", "model.num_layers=1"]
 
@@ -108,6 +118,7 @@ TINY = {
     "classification": (_classification, 5, "the film was superb"),
     "tagging": (_tagging, 5, "to walk 7 ."),
     "ner": (_ner, 5, "Mr Kalo is in Venbel ."),
+    "reading": (_reading, 5, "the key opens XXXXX .\nMira walked and the key opens Kalo ."),
     "image_classification": (_vit, 5, 1),
     "captioning": (_captioning, 3, 2),
 }

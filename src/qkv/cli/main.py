@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from qkv import __version__
 from qkv.cli import (
+    answer,
     classify,
     demo,
     embed,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         translate,
         generate,
         classify,
+        answer,
         vision,
         embed,
         evaluate,

@@ -22,6 +22,7 @@ TASKS: dict[str, str] = {
     "classification": "qkv.tasks.classification",
     "tagging": "qkv.tasks.tagging",
     "ner": "qkv.tasks.ner",
+    "reading": "qkv.tasks.reading",
     "image_classification": "qkv.tasks.image_classification",
     "captioning": "qkv.tasks.captioning",
 }
