@@ -43,7 +43,7 @@ from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
 from qkv.attention.scores import Additive, Dot, General
 from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.outputs import ReaderOutput
-from qkv.models.packed_rnn import PackedRun, check_prefix_keep, run_packed
+from qkv.models.packed_rnn import BiRNN, PackedRun, check_prefix_keep
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers
@@ -52,6 +52,7 @@ __all__ = ["PRESETS", "READERS", "ClozeReader", "ClozeReaderConfig"]
 
 PRESETS = TABLE["cloze_reader"]
 READERS = ("no_attention", "attentive", "stanford", "as_reader")
+RNNS = {"gru": 3, "lstm": 4}  # each cell and its gates
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
         vocab_size: ``V``, the shared vocabulary of passages, questions and candidates.
         reader: one of :data:`READERS`.
         embed_dim: ``E``, the word embedding width.
-        hidden_dim: ``H``, GRU units per direction (encodings are ``2H`` wide).
+        hidden_dim: ``H``, recurrent units per direction (encodings are ``2H`` wide).
+        rnn: the passage and question encoders' cell, ``gru`` (Kadlec et al.; Chen et al.) or
+            ``lstm`` (Hermann et al.).
         attention_dim: the additive score's hidden width (``attentive`` only).
         dropout: on the word embeddings of passage and question (training only).
         pad_id: the padding id (its embedding is zero and gets no gradient).
@@ -75,14 +78,17 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
     attention_dim: int = 128
     dropout: float = 0.1
     pad_id: int = 0
+    rnn: str = "gru"
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("vocab_size", "embed_dim", "hidden_dim", "attention_dim"))
         check_choice("reader", self.reader, READERS)
+        check_choice("rnn", self.rnn, RNNS)
         check_fractions(self, ("dropout",))
         _check_pad_id(self.pad_id, self.vocab_size)
         e, h, d = self.embed_dim, self.hidden_dim, 2 * self.hidden_dim
-        encoders = 2 * 2 * recurrent_layers(1, e, h, gates=3)  # passage, question; 2 directions
+        # passage and question, two directions each
+        encoders = 2 * 2 * recurrent_layers(1, e, h, gates=RNNS[self.rnn])
         head = {
             "no_attention": 2 * d * d + d * e,  # W, U
             "attentive": 2 * d * self.attention_dim + 2 * d * d + d * e,  # W_ym, W_um; W_rg...
@@ -116,8 +122,8 @@ class ClozeReader(nn.Module):
         e, d = c.embed_dim, 2 * c.hidden_dim
         self.embed = nn.Embedding(c.vocab_size, e, padding_idx=c.pad_id)
         self.dropout = nn.Dropout(c.dropout)
-        self.passage_rnn = nn.GRU(e, c.hidden_dim, batch_first=True, bidirectional=True)
-        self.question_rnn = nn.GRU(e, c.hidden_dim, batch_first=True, bidirectional=True)
+        self.passage_rnn = BiRNN(c.rnn, e, c.hidden_dim)
+        self.question_rnn = BiRNN(c.rnn, e, c.hidden_dim)
         self.score: nn.Module | None = None
         self.combine: nn.Linear | None = None  # W [p; u] or W_rg r + W_ug u
         self.output_proj: nn.Linear | None = None  # U, or W_a for the Stanford reader
@@ -149,8 +155,8 @@ class ClozeReader(nn.Module):
         p = self.dropout(self.embed(passage))  # (B, S, E)
         q = self.dropout(self.embed(question))  # (B, Q, E)
         return (
-            run_packed(self.passage_rnn, p, passage_lengths),
-            run_packed(self.question_rnn, q, question_lengths),
+            self.passage_rnn(p, passage_lengths),
+            self.question_rnn(q, question_lengths),
         )
 
     def forward(

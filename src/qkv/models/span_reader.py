@@ -37,7 +37,7 @@ from qkv.attention.pointer import best_span, masked_log_softmax
 from qkv.attention.scores import Dot, General
 from qkv.models.config_values import check_fractions, check_positive_ints
 from qkv.models.outputs import SpanOutput
-from qkv.models.packed_rnn import check_prefix_keep, run_packed
+from qkv.models.packed_rnn import BiRNN, check_prefix_keep
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers
@@ -187,14 +187,8 @@ class SpanReader(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.align_proj = nn.Linear(e, e) if c.aligned else None  # α's Linear
         self.align_score = Dot()
-        between = c.dropout if c.num_layers > 1 else 0.0  # nn.LSTM warns otherwise
-        self.passage_rnn = nn.LSTM(
-            c.passage_input_dim, h, c.num_layers, batch_first=True, bidirectional=True,
-            dropout=between,
-        )  # fmt: skip
-        self.question_rnn = nn.LSTM(
-            e, h, c.num_layers, batch_first=True, bidirectional=True, dropout=between
-        )
+        self.passage_rnn = BiRNN("lstm", c.passage_input_dim, h, c.num_layers, c.dropout)
+        self.question_rnn = BiRNN("lstm", e, h, c.num_layers, c.dropout)
         self.pointer = SpanPointer(2 * h, 2 * h)
 
     def features(
@@ -241,8 +235,8 @@ class SpanReader(nn.Module):
         passage_lengths = check_prefix_keep(passage_keep, passage, "passage")
         question_lengths = check_prefix_keep(question_keep, question, "question")
         x, q, aligned = self.features(passage, passage_keep, question, question_keep)
-        passage_states = run_packed(self.passage_rnn, x, passage_lengths).states  # (B, S, 2H)
-        question_states = run_packed(self.question_rnn, q, question_lengths).states  # (B, Q, 2H)
+        passage_states = self.passage_rnn(x, passage_lengths).states  # (B, S, 2H)
+        question_states = self.question_rnn(q, question_lengths).states  # (B, Q, 2H)
         start, end, weights = self.pointer(
             passage_states, passage_keep, question_states, question_keep
         )
