@@ -67,6 +67,8 @@ def train_and_score(group: str) -> dict[str, object]:
     config, what = READERS[reader]
     out = RUNS / group
     sets = [f"data.options.kind={kind}", *CAP, f"out_dir={out}"]
+    if kind == "entities" and reader != "span":
+        sets.insert(1, "data.anonymize=true")  # Hermann et al.'s anonymised entities
     if reader in STEPS:
         sets.append(f"train.max_steps={STEPS[reader]}")
     train = [sys.executable, "-m", "qkv", "train", str(CONFIGS / config), "--overwrite",
@@ -89,7 +91,7 @@ def train_and_score(group: str) -> dict[str, object]:
         "reader": reader,
         "what": what,
         "config": f"configs/reading/{config}",
-        "overrides": sets[:1],
+        "overrides": [s for s in sets if s.startswith("data.")],
         "cpu_minutes": cpu / 60,
         "steps": int(rows[-1]["step"]),
         "valid": max(valid) if valid else None,

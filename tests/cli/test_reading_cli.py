@@ -69,7 +69,7 @@ def test_each_reader_learns_the_synthetic_task(trained):
 
 
 def test_answer_reads_a_passage_file_and_a_squad_file(trained, tmp_path):
-    reader, out = trained
+    _, out = trained
     question = synthetic_cloze(5, seed=99).test[0]
     (tmp_path / "passage.txt").write_text(" ".join(question.passage), encoding="utf-8")
     asked = " ".join(question.question)

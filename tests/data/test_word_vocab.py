@@ -57,3 +57,9 @@ def test_bad_values_are_refused(tmp_path):
     (tmp_path / "bad.json").write_text("[1]", encoding="utf-8")
     with pytest.raises(DataError, match=r"bad\.json is not a word vocabulary"):
         WordVocab.load(tmp_path / "bad.json")
+
+
+def test_hidden_words_become_slots_like_unknown_ones():
+    vocab = _vocab()
+    (ids,), _ = vocab.encode_example([["the", "king", "the", "Moses"]], hide={"king"})
+    assert ids == [vocab.index["the"], SLOT_BASE, vocab.index["the"], SLOT_BASE + 1]

@@ -14,8 +14,8 @@ Here a "sentence" is a verse of the Bible or a line of dialogue of a Shakespeare
   test = Judges (7), Ruth (8), Proverbs (20), Daniel (27), Acts (44), Hebrews (58): 3,285
   verses (10.6%); the other 56 books train.
 - **shakespeare**: the 37 plays of the ``shakespeare`` 0.6 tarball
-  (:func:`qkv.data.text_corpus.shakespeare_works` less Milton and the poems, :data:`NOT_PLAYS`),
-  cut into scenes of dialogue lines by :func:`play_scenes` (speaker headings, stage
+  (:func:`qkv.data.text_corpus.shakespeare_works` less Milton and the poems, :data:`NOT_PLAYS`), cut
+  into scenes of dialogue lines by :func:`qkv.data.play_text.play_scenes` (speaker headings, stage
   directions, act and scene headings and the list of persons dropped). A passage never
   crosses a scene boundary. Held out whole plays, those of the language model:
   :data:`~qkv.data.text_corpus.SHAKESPEARE_VALID` (valid) and
@@ -39,7 +39,6 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-import re
 import sqlite3
 import sys
 import time
@@ -49,6 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from qkv.data.errors import DataError
+from qkv.data.play_text import play_scenes
 from qkv.data.word_kinds import CommonNouns, EntityWords
 from qkv.data.word_tokens import word_tokens
 
@@ -266,95 +266,6 @@ def bible_segments(translation: str = "4") -> list[Segment]:
 
 
 # --------------------------------------------------------------------- Shakespeare
-
-_SCENE_HEADING = re.compile(
-    r"^(?:ACT|SCENE)\b|^(?:Act|Scene)\s+(?:[IVXLC]+|\d+)\b|^(?:THE\s+)?(?:PROLOGUE|EPILOGUE|INDUCTION)\b"
-)
-_HEADING_SHAPE = re.compile(r"^[A-Z][A-Za-z'&\-]*\.?(?:\s+[A-Za-z'&\-]+\.?){0,4}$")
-_BRACKETED = re.compile(r"\[[^\[\]]*\]")
-_BRACKET_LOOKAHEAD = 12  # lines a stage direction may span; an unclosed "[" ends its line
-
-
-def _without_stage_directions(lines: list[str]) -> list[str]:
-    """``lines`` with every ``[...]`` (or ``{...]``, nested or not) removed, also across lines
-    (up to :data:`_BRACKET_LOOKAHEAD` lines on), and a line's text up to a ``]`` that closes an
-    older one; an empty line is left where a line was all stage direction."""
-    out = []
-    inside_until = -1  # a bracket opened on an earlier line closes on this line
-    for index, line in enumerate(lines):
-        rest, previous = line.replace("{", "["), None
-        while rest != previous:
-            previous, rest = rest, _BRACKETED.sub(" ", rest)
-        if index < inside_until and "]" not in rest:
-            out.append("")
-            continue
-        if "]" in rest:
-            rest = rest[rest.rindex("]") + 1 :]
-        inside_until = -1
-        if "[" in rest:
-            rest = rest[: rest.index("[")]
-            ahead = lines[index + 1 : index + 1 + _BRACKET_LOOKAHEAD]
-            for offset, later in enumerate(ahead, start=1):
-                if "[" in later.split("]")[0]:
-                    break
-                if "]" in later:
-                    inside_until = index + offset + 1
-                    break
-        out.append(" ".join(rest.split()))
-    return out
-
-
-def _speaker_headings(lines: list[str]) -> frozenset[str]:
-    firsts: Counter[str] = Counter()
-    previous = ""
-    for line in lines:
-        if line and not previous and _HEADING_SHAPE.match(line):
-            firsts[line] += 1
-        previous = line
-    headings = set()
-    for line, count in firsts.items():
-        if any(c.islower() for c in line):
-            if count >= 2 and line.endswith("."):
-                headings.add(line)
-        elif sum(c.isalpha() for c in line) >= 2:
-            headings.add(line)
-    return frozenset(headings)
-
-
-def play_scenes(text: str) -> list[list[tuple[int, str]]]:
-    """The dialogue of a play, one list per scene (or prologue, epilogue, induction), each line
-    as ``(line number in text, line)``, whitespace collapsed.
-
-    Dropped: everything before the first act or scene heading (title, list of persons), act and
-    scene headings and the lines after them up to the first speech (locations), speaker
-    headings (a block's first line shaped like ``DUNCAN.``, ``FIRST WITCH.``, ``THESEUS``, or
-    ``Ber.`` seen twice or more; ``KING. Ay, ...`` keeps its speech), stage directions in
-    brackets (also across lines) and ``THE END``.
-    """
-    raw = text.split("\n")
-    lines = _without_stage_directions(raw)
-    headings = _speaker_headings(lines)
-    inline = tuple(h + " " for h in headings if h.endswith("."))
-    scenes: list[list[tuple[int, str]]] = []
-    speaking = False
-    block_start = True
-    for number, line in enumerate(lines, start=1):
-        if not line:
-            block_start = True
-            continue
-        if _SCENE_HEADING.match(line):
-            scenes.append([])
-            speaking = False
-        elif block_start and line in headings:
-            speaking = bool(scenes)
-        elif block_start and scenes and line.startswith(inline):
-            speaking = True
-            heading = max((h for h in inline if line.startswith(h)), key=len)
-            scenes[-1].append((number, line[len(heading) :]))
-        elif speaking:
-            scenes[-1].append((number, line))
-        block_start = False
-    return [scene for scene in scenes if scene]
 
 
 def shakespeare_segments() -> list[Segment]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 from qkv.data.errors import DataError
@@ -101,11 +101,15 @@ class WordVocab:
         return word.lower() if self.lowercase and word != PLACEHOLDER else word
 
     def encode_example(
-        self, sequences: Sequence[Sequence[str]], order: Sequence[int] | None = None
+        self,
+        sequences: Sequence[Sequence[str]],
+        order: Sequence[int] | None = None,
+        hide: Collection[str] = (),
     ) -> tuple[list[list[int]], int]:
         """The ids of each token sequence of one example, its unknown words sharing slots
         (the ``k``-th distinct one gets slot ``order[k]``; default ``k``), and how many distinct
-        unknown words got ``<unk>`` for want of a slot."""
+        unknown words got ``<unk>`` for want of a slot. The words of ``hide`` (looked-up forms,
+        :meth:`key`) are read as unknown words too: Hermann et al.'s anonymised entities."""
         assigned: dict[str, int] = {}
         overflow: set[str] = set()
         out = []
@@ -113,7 +117,7 @@ class WordVocab:
             ids = []
             for word in tokens:
                 key = self.key(word)
-                found = self.index.get(key)
+                found = None if key in hide else self.index.get(key)
                 if found is None or SLOT_BASE <= found < SLOT_BASE + self.slots:
                     k = assigned.setdefault(key, len(assigned))
                     if k < self.slots:

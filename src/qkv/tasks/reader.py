@@ -6,7 +6,8 @@
 
 A cloze reader picks one of the candidate words (given, or by default the passage's words of
 the kind it was trained on: names, or common nouns) and shows its attention over the passage;
-a span reader returns the best span of at most ``max_answer_length`` words and shows its start and end distributions.
+a span reader returns the best span of at most ``max_answer_length`` words and shows its start
+and end distributions.
 One text holds both parts where a command takes one text (``qkv plot-attention``, the
 explorer): the question on the first line, the passage on the lines after it.
 """
@@ -150,6 +151,7 @@ class Reader:
         self.model, self.vocab, self.config = model, vocab, config
         self.cloze = is_cloze(config.family)
         self._nouns: CommonNouns | None = None
+        self.anonymize = config.section("data", ReadingDataConfig).anonymize
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Reader:
@@ -178,7 +180,7 @@ class Reader:
             for begin in range(0, len(order), self.batch_size):
                 chosen = order[begin : begin + self.batch_size]
                 group = [examples[i] for i in chosen]
-                batch = collate_reading(group, self.vocab, None).to(device)
+                batch = collate_reading(group, self.vocab, None, self.anonymize).to(device)
                 out = self.model(**batch.inputs())
                 for row, (i, ex) in enumerate(zip(chosen, group, strict=True)):
                     answers[i] = self._answer(ex, out, batch.passage_keep, row)

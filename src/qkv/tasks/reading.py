@@ -145,6 +145,7 @@ def train_reader(
             seed=config.train.seed,
             epoch=epoch,
             start=start,
+            anonymize=data.anonymize,
         ),
         evaluate=evaluate,
         metric="valid_accuracy" if is_cloze(config.family) else "valid_f1",

@@ -134,14 +134,20 @@ def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:
 
 
 def collate_reading(
-    examples: Sequence[ReadingExample], vocab: WordVocab, orders: Sequence[Sequence[int]] | None
+    examples: Sequence[ReadingExample],
+    vocab: WordVocab,
+    orders: Sequence[Sequence[int]] | None,
+    anonymize: bool = False,
 ) -> ReadingBatch:
-    """One batch; ``orders``: each example's slot order (training), or ``None``."""
+    """One batch; ``orders``: each example's slot order (training), or ``None``;
+    ``anonymize``: each example's candidate words are read as unknown words (slots)."""
     if not examples:
         raise ValueError("cannot collate an empty batch")
     encoded = [
         vocab.encode_example(
-            (ex.passage, ex.question, ex.candidates), None if orders is None else orders[i]
+            (ex.passage, ex.question, ex.candidates),
+            None if orders is None else orders[i],
+            {vocab.key(c) for c in ex.candidates} if anonymize else (),
         )[0]
         for i, ex in enumerate(examples)
     ]
@@ -175,6 +181,7 @@ def reading_batches(
     seed: int = 0,
     epoch: int = 0,
     start: int = 0,
+    anonymize: bool = False,
 ) -> Iterator[ReadingBatch]:
     """Length-grouped batches of at most ``max_tokens`` padded passage words
     (:func:`qkv.data.batching.plan_by_cost`); with ``shuffle`` (training) each example's
@@ -188,7 +195,10 @@ def reading_batches(
     for number in range(start, len(plan)):
         indices = plan[number]
         yield collate_reading(
-            [examples[i] for i in indices], vocab, None if orders is None else orders[number]
+            [examples[i] for i in indices],
+            vocab,
+            None if orders is None else orders[number],
+            anonymize,
         )
 
 
@@ -227,7 +237,10 @@ class ReadingDataConfig:
     ``min_count``/``max_vocab``: the vocabulary (training words seen that often, the most
     frequent first); ``unknown_slots``: ids for one example's distinct unknown words;
     ``valid_questions``: how many validation questions pick the best weights during training
-    (``None``: all)."""
+    (``None``: all); ``anonymize``: a cloze question's candidate words are read as unknown words,
+    so each is a slot that means nothing outside its example (Hermann et al. 2015 anonymised
+    the entities of CNN/Daily Mail so that a reader cannot answer from what it knows of a
+    name, only from the passage)."""
 
     corpus: str = "cloze"
     options: dict[str, Any] = field(default_factory=dict)
@@ -236,6 +249,7 @@ class ReadingDataConfig:
     max_vocab: int = 50_000
     unknown_slots: int = 64
     valid_questions: int | None = 2000
+    anonymize: bool = False
 
     def __post_init__(self) -> None:
         if self.corpus not in SPAN_CORPORA:
