@@ -422,6 +422,16 @@ CASES = [
     case("classify-argument-not-utf8", "classify --model {classifier} caf\udce9",
          "texts[0] has a lone surrogate (U+DCE9 at character 3)"),
     # tag
+    # answer: no passage, a missing model, a model of another task, files not UTF-8 or SQuAD
+    case("answer-no-passage", "answer --model {classifier} q", "give --context FILE"),
+    case("answer-missing-model", "answer --model {missing} --context {files}/empty.txt q",
+         "no model directory"),
+    case("answer-wrong-task", "answer --model {classifier} --context {files}/empty.txt q",
+         "holds a classification model, not a reader"),
+    case("answer-latin1-context", "answer --model {classifier} --context {files}/latin1.txt q",
+         "{files}/latin1.txt"),
+    case("answer-not-squad", "answer --model {classifier} --squad {files}/empty.txt",
+         "{files}/empty.txt"),
     case("tag-missing-model", "tag --model {missing} a", "no model directory"),
     case("tag-wrong-task", "tag --model {classifier} a",
          "holds a classification model, not a tagging model"),

@@ -43,7 +43,7 @@ from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
 from qkv.attention.scores import Additive, Dot, General
 from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.outputs import ReaderOutput
-from qkv.models.packed_rnn import BiRNN, PackedRun, check_prefix_keep
+from qkv.models.packed_rnn import BiRNN, PackedRun, check_prefix_keep, check_word_ids
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers
@@ -201,17 +201,7 @@ class ClozeReader(nn.Module):
         return masked_log_softmax(energies, candidate_keep)
 
     def _check_ids(self, ids: Tensor, name: str) -> None:
-        if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise ValueError(
-                f"{name} must be a (B, L) tensor of integer ids, got shape {tuple(ids.shape)} and "
-                f"dtype {ids.dtype}"
-            )
-        v = self.config.vocab_size
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= v):
-            raise ValueError(
-                f"{name} holds ids outside [0, {v}) (vocab_size={v}): min {int(ids.min())}, "
-                f"max {int(ids.max())}"
-            )
+        check_word_ids(ids, name, self.config.vocab_size)
 
     def _check_candidates(self, candidates: Tensor, keep: Tensor, passage: Tensor) -> None:
         self._check_ids(candidates, "candidates")

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from qkv.layers.recurrent import run_rnn
 
-__all__ = ["BiRNN", "PackedRun", "check_prefix_keep", "reverse_within"]
+__all__ = ["BiRNN", "PackedRun", "check_prefix_keep", "check_word_ids", "reverse_within"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,22 @@ class PackedRun:
 
     states: Tensor
     final: Tensor
+
+
+def check_word_ids(ids: Tensor, name: str, vocab_size: int) -> None:
+    """Refuse ``ids`` that are not a ``(B, L)`` integer tensor of ids in ``[0, vocab_size)``,
+    naming ``name``."""
+    if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must be a (B, L) tensor of integer ids, got shape {tuple(ids.shape)} and "
+            f"dtype {ids.dtype}"
+        )
+    v = vocab_size
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= v):
+        raise ValueError(
+            f"{name} holds ids outside [0, {v}) (vocab_size={v}): min {int(ids.min())}, "
+            f"max {int(ids.max())}"
+        )
 
 
 def check_prefix_keep(keep: Tensor, ids: Tensor, name: str) -> Tensor:

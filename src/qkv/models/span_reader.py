@@ -37,7 +37,7 @@ from qkv.attention.pointer import best_span, masked_log_softmax
 from qkv.attention.scores import Dot, General
 from qkv.models.config_values import check_fractions, check_positive_ints
 from qkv.models.outputs import SpanOutput
-from qkv.models.packed_rnn import BiRNN, check_prefix_keep
+from qkv.models.packed_rnn import BiRNN, check_prefix_keep, check_word_ids
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers
@@ -254,17 +254,7 @@ class SpanReader(nn.Module):
         )
 
     def _check_ids(self, ids: Tensor, name: str) -> None:
-        if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise ValueError(
-                f"{name} must be a (B, L) tensor of integer ids, got shape {tuple(ids.shape)} and "
-                f"dtype {ids.dtype}"
-            )
-        v = self.config.vocab_size
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= v):
-            raise ValueError(
-                f"{name} holds ids outside [0, {v}) (vocab_size={v}): min {int(ids.min())}, "
-                f"max {int(ids.max())}"
-            )
+        check_word_ids(ids, name, self.config.vocab_size)
 
 
 def _check_states(states: Tensor, keep: Tensor, name: str) -> None:
