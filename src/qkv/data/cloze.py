@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from qkv.data.errors import DataError
 from qkv.data.play_text import play_scenes
-from qkv.data.word_kinds import CommonNouns, EntityWords
+from qkv.data.word_kinds import WORD_KINDS
 from qkv.data.word_tokens import word_tokens
 
 __all__ = [
@@ -357,16 +357,11 @@ def load_cloze(
     """
     sources = _check_options(kind, sources, translation, stride)
     started = time.perf_counter()
-    nouns = CommonNouns.from_pos_data() if kind == "nouns" else None
     splits: dict[str, list[ClozeQuestion]] = {s: [] for s in SPLITS}
     strides = {}
     for source in sources:
         segments = bible_segments(translation) if source == "bible" else shakespeare_segments()
-        is_kind: Callable[[str], bool]
-        if nouns is not None:
-            is_kind = nouns
-        else:
-            is_kind = EntityWords.from_lines(line for _, lines, _ in segments for line in lines)
+        is_kind = WORD_KINDS[kind](line for _, lines, _ in segments for line in lines)
         strides[source] = DEFAULT_STRIDES[source, kind] if stride is None else stride
         counts = dict.fromkeys(SPLITS, 0)
         for split, lines, line_sources in segments:

@@ -27,11 +27,13 @@ that the cloze questions never depend on a training run:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "NOUN_TAGS",
+    "WORD_KINDS",
     "CommonNouns",
     "EntityWords",
     "is_capitalised",
@@ -131,3 +133,17 @@ class CommonNouns:
         sentences = [(s.words, s.tags) for split in ("train", "valid", "test") for s in
                      corpus.split(split)]  # fmt: skip
         return cls.from_tagged(sentences, min_count)
+
+
+@lru_cache(maxsize=1)
+def _pos_nouns() -> CommonNouns:
+    """The lexicon of :meth:`CommonNouns.from_pos_data`, built once per process."""
+    return CommonNouns.from_pos_data()
+
+
+WORD_KINDS: dict[str, Callable[[Iterable[Sequence[str]]], Callable[[str], bool]]] = {
+    "entities": EntityWords.from_lines,
+    "nouns": lambda lines: _pos_nouns(),
+}
+"""Each kind of cloze answer and how its test is built from a text's lines (each a line's
+tokens): entities from the text's own capitalisation, nouns from the POS lexicon alone."""

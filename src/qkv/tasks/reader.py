@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.data.squad import SpanQuestion
-from qkv.data.word_kinds import CommonNouns, is_capitalised, sentence_initial
+from qkv.data.word_kinds import WORD_KINDS
 from qkv.data.word_tokens import word_spans
 from qkv.data.word_vocab import PLACEHOLDER, WordVocab
 from qkv.evaluation.squad import SpanScores, squad_scores
@@ -150,7 +150,6 @@ class Reader:
     def __init__(self, model: nn.Module, vocab: WordVocab, config: RunConfig) -> None:
         self.model, self.vocab, self.config = model, vocab, config
         self.cloze = is_cloze(config.family)
-        self._nouns: CommonNouns | None = None
         self.anonymize = config.section("data", ReadingDataConfig).anonymize
 
     @classmethod
@@ -294,20 +293,13 @@ class Reader:
         return ReadingExample("input", words, asked, tuple(candidates), 0)
 
     def default_candidates(self, words: Sequence[str]) -> list[str]:
-        """The distinct words of ``words`` of the kind the reader was trained on: entities
-        (capitalised words that do not start a sentence,
-        :func:`~qkv.data.word_kinds.is_capitalised`) or common nouns (the lexicon of
-        :class:`~qkv.data.word_kinds.CommonNouns`)."""
+        """The distinct words of ``words`` of the kind the reader was trained on, by the rule
+        that built its questions (:data:`~qkv.data.word_kinds.WORD_KINDS`): entities (words the
+        passage itself capitalises where they do not start a sentence) or common nouns (the
+        POS lexicon)."""
         kind = self.config.section("data", ReadingDataConfig).options.get("kind", "entities")
-        if kind == "nouns":
-            if self._nouns is None:
-                self._nouns = CommonNouns.from_pos_data()
-            chosen = [w for w in words if self._nouns(w)]
-        else:
-            chosen = [
-                w for w, first in zip(words, sentence_initial(words), strict=True)
-                if is_capitalised(w) and not first
-            ]  # fmt: skip
+        is_kind = WORD_KINDS[kind]([words])
+        chosen = [w for w in words if is_kind(w)]
         found: dict[str, str] = {}
         for word in chosen:
             found.setdefault(self.vocab.key(word), word)

@@ -26,6 +26,7 @@ from qkv.data.errors import DataError
 from qkv.data.squad import SpanQuestion, load_span_corpus
 from qkv.data.word_tokens import word_spans
 from qkv.data.word_vocab import WordVocab
+from qkv.tasks.encoder_inputs import collate
 from qkv.tasks.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -125,12 +126,9 @@ class ReadingBatch:
 
 
 def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:
-    longest = max(1, max(len(r) for r in rows))
-    ids = torch.full((len(rows), longest), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.as_tensor(row, dtype=torch.long)
-    lengths = torch.tensor([len(r) for r in rows])
-    return ids, torch.arange(longest)[None, :] < lengths[:, None]  # keep (B, T)
+    """``(ids (B, T), keep (B, T))``, right-padded (:func:`qkv.tasks.encoder_inputs.collate`)."""
+    batch = collate(rows, pad_id)
+    return batch.ids, batch.keep
 
 
 def collate_reading(
