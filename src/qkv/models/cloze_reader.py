@@ -33,6 +33,7 @@ maps an out-of-vocabulary word to a per-example unknown slot, so equal ids are e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +41,7 @@ from torch import Tensor, nn
 
 from qkv.attention.core import attend, softmax_dtype
 from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
-from qkv.attention.scores import Additive, Dot, General
+from qkv.attention.scores import Additive, Dot, General, Score
 from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.outputs import ReaderOutput
 from qkv.models.packed_rnn import BiRNN, PackedRun, check_prefix_keep, check_word_ids
@@ -51,7 +52,27 @@ from qkv.models.sizes import check_parameters, recurrent_layers
 __all__ = ["PRESETS", "READERS", "ClozeReader", "ClozeReaderConfig"]
 
 PRESETS = TABLE["cloze_reader"]
-READERS = ("no_attention", "attentive", "stanford", "as_reader")
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What one reader is made of: its attention ``score(d, attention_dim)`` (``None``: it
+    reads the passage's final states instead), whether ``g = tanh(W [read; u])`` combines what
+    it read with the question before matching the candidates, and whether the answer is the
+    attention mass on each candidate (a pointer) rather than a match with its embedding."""
+
+    score: Callable[[int, int], Score] | None
+    combine: bool = False
+    pointer: bool = False
+
+
+PARTS: dict[str, _Parts] = {
+    "no_attention": _Parts(None, combine=True),
+    "attentive": _Parts(lambda d, a: Additive(d, d, a, bias=False), combine=True),  # w, W_um, W_ym
+    "stanford": _Parts(lambda d, a: General(d, d)),  # W_s
+    "as_reader": _Parts(lambda d, a: Dot(), pointer=True),
+}
+READERS = tuple(PARTS)
 RNNS = {"gru": 3, "lstm": 4}  # each cell and its gates
 
 
@@ -124,19 +145,12 @@ class ClozeReader(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         self.passage_rnn = BiRNN(c.rnn, e, c.hidden_dim)
         self.question_rnn = BiRNN(c.rnn, e, c.hidden_dim)
-        self.score: nn.Module | None = None
-        self.combine: nn.Linear | None = None  # W [p; u] or W_rg r + W_ug u
-        self.output_proj: nn.Linear | None = None  # U, or W_a for the Stanford reader
-        if c.reader == "attentive":
-            self.score = Additive(d, d, c.attention_dim, bias=False)  # w, W_um, W_ym
-        elif c.reader == "stanford":
-            self.score = General(d, d)  # W_s
-        elif c.reader == "as_reader":
-            self.score = Dot()
-        if c.reader in ("no_attention", "attentive"):
-            self.combine = nn.Linear(2 * d, d)
-        if c.reader != "as_reader":
-            self.output_proj = nn.Linear(d, e, bias=False)
+        parts = self.parts = PARTS[c.reader]
+        self.score = None if parts.score is None else parts.score(d, c.attention_dim)
+        # W [p; u] or W_rg r + W_ug u
+        self.combine = nn.Linear(2 * d, d) if parts.combine else None
+        # U, or W_a for the Stanford reader
+        self.output_proj = None if parts.pointer else nn.Linear(d, e, bias=False)
 
     def encode(
         self, passage: Tensor, passage_keep: Tensor, question: Tensor, question_keep: Tensor
@@ -172,26 +186,24 @@ class ClozeReader(nn.Module):
         self._check_candidates(candidates, candidate_keep, passage)
         passage_run, question_run = self.encode(passage, passage_keep, question, question_keep)
         y, u = passage_run.states, question_run.final  # (B, S, 2H), (B, 2H)
-        reader = self.config.reader
-        if reader == "no_attention":
-            g = torch.tanh(self.combine(torch.cat([passage_run.final, u], dim=-1)))  # (B, 2H)
-            return ReaderOutput(self._match(g, candidates, candidate_keep), None)
-        out = attend(
-            u.unsqueeze(1),  # (B, 1, 2H): one query per example
-            y,
-            y,
-            score=self.score,
-            keep=passage_keep[:, None, :],  # (B, 1, S)
-            need_weights=True,
-        )  # context (B, 1, 2H), weights (B, 1, S)
-        context, weights = out.context.squeeze(1), out.weights.squeeze(1)
-        if reader == "attentive":
-            g = torch.tanh(self.combine(torch.cat([context, u], dim=-1)))  # (B, 2H)
-            return ReaderOutput(self._match(g, candidates, candidate_keep), weights)
-        if reader == "stanford":
-            return ReaderOutput(self._match(context, candidates, candidate_keep), weights)
-        occurs = occurrences(passage, passage_keep, candidates)  # (B, C, S)
-        return ReaderOutput(_attention_sum(pointer_sum(weights, occurs), candidate_keep), weights)
+        weights = None
+        read = passage_run.final  # (B, 2H): a reader without attention reads the final states
+        if self.score is not None:
+            out = attend(
+                u.unsqueeze(1),  # (B, 1, 2H): one query per example
+                y,
+                y,
+                score=self.score,
+                keep=passage_keep[:, None, :],  # (B, 1, S)
+                need_weights=True,
+            )  # context (B, 1, 2H), weights (B, 1, S)
+            read, weights = out.context.squeeze(1), out.weights.squeeze(1)
+        if self.parts.pointer:
+            occurs = occurrences(passage, passage_keep, candidates)  # (B, C, S)
+            mass = pointer_sum(weights, occurs)  # (B, C)
+            return ReaderOutput(_attention_sum(mass, candidate_keep), weights)
+        g = read if self.combine is None else torch.tanh(self.combine(torch.cat([read, u], -1)))
+        return ReaderOutput(self._match(g, candidates, candidate_keep), weights)
 
     def _match(self, g: Tensor, candidates: Tensor, candidate_keep: Tensor) -> Tensor:
         """``log softmax_c((U g) . E(c))`` over the kept candidates: ``(B, C)``."""
