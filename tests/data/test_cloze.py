@@ -201,6 +201,8 @@ def test_every_blank_of_a_line_is_a_question_of_its_own():
         cloze_question(lines, line, "s:1", is_name)
     ]
     assert cloze_questions(lines, ("NLx",), "s:1", is_name, blanks="all") == []
+    with pytest.raises(DataError, match="blanks='every': give 'one'"):
+        cloze_questions(lines, line, "s:1", is_name, blanks="every")
 
 
 def test_the_answer_slot_is_uniform_and_the_draw_depends_on_the_source_only():

@@ -201,6 +201,8 @@ def cloze_questions(
     rule), or one per possible answer of the question line (``blanks="all"``), each with
     ``#<token index>`` after ``source`` and its own candidates, drawn with a generator seeded
     by that id. An empty list when the window has no question."""
+    if blanks not in BLANKS:
+        raise DataError(f"blanks={blanks!r}: give 'one' (CBT's rule) or 'all'")
     passage = tuple(itertools.chain.from_iterable(passage_lines))
     forms: dict[str, str] = {}  # lower-cased -> the form first written in the passage
     written = set()
