@@ -18,15 +18,12 @@ CPU time each run took is recorded. Runs train two at a time on one thread each.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import statistics
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import ROOT
+from harness.cli_runs import metrics_rows, train_and_evaluate
 from harness.machine import machine_description
 from harness.report import log, table
 
@@ -60,34 +57,16 @@ def run_name(group: str, seed: int) -> str:
     return f"{group}-s{seed}"
 
 
-def _call(command: list[str], handle, env: dict[str, str]) -> float:
-    """Run ``command``; its CPU seconds (user + system, its threads and children)."""
-    process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({process.returncode})")
-    return usage.ru_utime + usage.ru_stime
-
-
 def train_and_score(group: str, seed: int) -> dict[str, object]:
     """Train one run on one thread, score its test split; its record."""
     config, overrides, _, what = GROUPS[group]
     name = run_name(group, seed)
     out = RUNS / name
     sets = [*overrides, *CAP, f"train.seed={seed}", f"out_dir={out}"]
-    train = [sys.executable, "-m", "qkv", "train", str(CONFIGS / config), "--overwrite",
-             "--quiet", "--threads", "1", *[f"--set={s}" for s in sets]]  # fmt: skip
-    evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    RUNS.mkdir(parents=True, exist_ok=True)
     log(f"training {name}")
-    with open(RUNS / f"{name}.log", "w", encoding="utf-8") as handle:
-        cpu = _call(train, handle, env)
-        _call(evaluate, handle, env)
+    cpu = train_and_evaluate(CONFIGS / config, sets, out, RUNS / f"{name}.log")
     test = read_json(out / "results.json")["test"]
-    with open(out / "metrics.csv", encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = metrics_rows(out)
     valid = [float(r["valid_entity_f1"]) for r in rows if r.get("valid_entity_f1")]
     return {
         "group": group,

@@ -20,14 +20,11 @@ recorded. Runs train two at a time on one thread each.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import ROOT
+from harness.cli_runs import metrics_rows, train_and_evaluate
 from harness.machine import machine_description
 from harness.report import log, table
 
@@ -59,15 +56,6 @@ STEPS: dict[str, int] = {
 }
 
 
-def _call(command: list[str], handle, env: dict[str, str]) -> float:
-    """Run ``command``; its CPU seconds (user + system, its threads and children)."""
-    process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({os.waitstatus_to_exitcode(status)})")
-    return usage.ru_utime + usage.ru_stime
-
-
 def train_and_score(group: str) -> dict[str, object]:
     """Train one run on one thread and score its test split; its record."""
     kind, reader = GROUPS[group]
@@ -76,15 +64,8 @@ def train_and_score(group: str) -> dict[str, object]:
     sets = [f"data.options.kind={kind}", *CAP, f"out_dir={out}"]
     if group in STEPS:
         sets.append(f"train.max_steps={STEPS[group]}")
-    train = [sys.executable, "-m", "qkv", "train", str(CONFIGS / config), "--overwrite",
-             "--quiet", "--threads", "1", *[f"--set={s}" for s in sets]]  # fmt: skip
-    evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    RUNS.mkdir(parents=True, exist_ok=True)
     log(f"training {group}")
-    with open(RUNS / f"{group}.log", "w", encoding="utf-8") as handle:
-        cpu = _call(train, handle, env)
-        _call(evaluate, handle, env)
+    cpu = train_and_evaluate(CONFIGS / config, sets, out, RUNS / f"{group}.log")
     test = read_json(out / "results.json")["test"]
     curve, steps = valid_curve(out, "valid_f1" if reader == "span" else "valid_accuracy")
     return {
@@ -104,8 +85,7 @@ def train_and_score(group: str) -> dict[str, object]:
 
 def valid_curve(out, metric: str) -> tuple[dict[int, float], int]:
     """``({step: validation score}, last step)`` from a run's ``metrics.csv``."""
-    with open(out / "metrics.csv", encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = metrics_rows(out)
     curve = {int(r["step"]): float(r[metric]) for r in rows if r.get(metric)}
     return curve, int(rows[-1]["step"])
 

@@ -1,0 +1,43 @@
+"""Training runs through the real CLI, for benchmarks whose budget is CPU time: ``qkv train``
+on one thread, then ``qkv evaluate``, the CPU seconds the training took, and the run's
+``metrics.csv`` rows."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _call(command: list[str], handle, env: dict[str, str]) -> float:
+    """Run ``command``; its CPU seconds (user + system, its threads and children)."""
+    process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({code})")
+    return usage.ru_utime + usage.ru_stime
+
+
+def train_and_evaluate(config: Path, sets: list[str], out: Path, log_path: Path) -> float:
+    """``qkv train config --set ...`` on one thread (into ``out``, overwriting), then
+    ``qkv evaluate --model out``, both logged to ``log_path``; the training's CPU seconds."""
+    train = [sys.executable, "-m", "qkv", "train", str(config), "--overwrite", "--quiet",
+             "--threads", "1", *[f"--set={s}" for s in sets]]  # fmt: skip
+    evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
+    env = {**os.environ, **ONE_THREAD}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", encoding="utf-8") as handle:
+        cpu = _call(train, handle, env)
+        _call(evaluate, handle, env)
+    return cpu
+
+
+def metrics_rows(out: Path) -> list[dict[str, str]]:
+    """The rows of ``out/metrics.csv``."""
+    with open(out / "metrics.csv", encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
