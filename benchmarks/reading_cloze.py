@@ -6,7 +6,8 @@ simple baselines of the data card (docs/data/cloze.md).
 - cloze readers (configs/reading/cloze-*.yaml): no attention (the baseline), the Attentive
   Reader (Hermann et al. 2015), the Stanford Attentive Reader (Chen et al. 2016), the Attention
   Sum Reader (Kadlec et al. 2016);
-- the span reader (configs/reading/span-bilstm.yaml, DrQA's document reader, Chen et al. 2017).
+- the span readers: DrQA's document reader (configs/reading/span-bilstm.yaml, Chen et al. 2017)
+  and its head on the fine-tuned all-MiniLM-L6-v2 encoder (configs/reading/span-minilm.yaml).
 
 Each run's budget is its step count (so its score does not depend on the machine's load), with
 ``train.clock=cpu`` and ``train.max_minutes=30`` as a cap; the CPU time each run took is
@@ -44,7 +45,9 @@ READERS = {
     "stanford": ("cloze-stanford.yaml", "Stanford Attentive Reader"),
     "as_reader": ("cloze-as-reader.yaml", "Attention Sum Reader"),
     "span": ("span-bilstm.yaml", "span reader (DrQA)"),
+    "span_minilm": ("span-minilm.yaml", "span reader on fine-tuned MiniLM"),
 }
+SPAN_READERS = ("span", "span_minilm")
 GROUPS = {f"{kind}-{reader}": (kind, reader) for kind in KINDS for reader in READERS}
 # Step budgets that differ from the config's (3,400 steps, about 30 CPU-minutes): for lack of
 # session time, the Attentive Reader and the reader without attention on entities, and every
@@ -67,7 +70,7 @@ def train_and_score(group: str) -> dict[str, object]:
     log(f"training {group}")
     cpu = train_and_evaluate(CONFIGS / config, sets, out, RUNS / f"{group}.log")
     test = read_json(out / "results.json")["test"]
-    curve, steps = valid_curve(out, "valid_f1" if reader == "span" else "valid_accuracy")
+    curve, steps = valid_curve(out, "valid_f1" if reader in SPAN_READERS else "valid_accuracy")
     return {
         "group": group,
         "kind": kind,

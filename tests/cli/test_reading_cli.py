@@ -1,8 +1,8 @@
 """The readers through the real command line: ``qkv train`` teaches each reader a small
 synthetic task (the answer is the name that follows the key word in the passage) to >= 0.95
-(accuracy for the cloze readers, exact match for the span reader), ``qkv evaluate`` prints it,
-``qkv answer`` answers a question about a passage file and every question of a SQuAD file; bad
-requests exit 2 naming the problem."""
+(accuracy for the cloze readers, exact match for the span readers, one of which reads each
+passage in windows), ``qkv evaluate`` prints it, ``qkv answer`` answers a question about a
+passage file and every question of a SQuAD file; bad requests exit 2 naming the problem."""
 
 from __future__ import annotations
 
@@ -17,21 +17,28 @@ from qkv.data.squad import cloze_as_spans, write_squad
 
 from ..integration.test_reverse_cli import qkv
 
-# Each reader: its model section and its step budget.
+# Each reader: its model section, its step budget and its data settings. The encoder span reader
+# reads a BPE in windows of 48 ids, so every passage takes two or three.
 READERS = {
-    "attentive": ({"family": "cloze_reader", "preset": "tiny", "reader": "attentive"}, 400),
-    "stanford": ({"family": "cloze_reader", "preset": "tiny", "reader": "stanford"}, 400),
-    "as_reader": ({"family": "cloze_reader", "preset": "tiny", "reader": "as_reader"}, 400),
-    "span": ({"family": "span_reader", "preset": "tiny"}, 400),
+    "attentive": ({"family": "cloze_reader", "preset": "tiny", "reader": "attentive"}, 400, {}),
+    "stanford": ({"family": "cloze_reader", "preset": "tiny", "reader": "stanford"}, 400, {}),
+    "as_reader": ({"family": "cloze_reader", "preset": "tiny", "reader": "as_reader"}, 400, {}),
+    "span": ({"family": "span_reader", "preset": "tiny"}, 400, {}),
+    "span_encoder": (
+        {"family": "encoder_span_reader", "preset": "tiny"},
+        800,
+        {"tokenizer": "bpe", "vocab_size": 200, "max_len": 48, "window_overlap": 8},
+    ),
 }
+SPAN_READERS = ("span", "span_encoder")
 
 
 def _train(folder, reader: str) -> tuple[object, object]:
-    model, steps = READERS[reader]
+    model, steps, data = READERS[reader]
     config = {
         "task": "reading",
         "out_dir": str(folder / reader),
-        "data": {"corpus": "synthetic", "options": {"n": 2000}, "min_count": 1},
+        "data": {"corpus": "synthetic", "options": {"n": 2000}, "min_count": 1, **data},
         "model": model,
         "train": {
             "max_steps": steps,
@@ -60,7 +67,7 @@ def test_each_reader_learns_the_synthetic_task(trained):
     reader, out = trained
     result = qkv("evaluate", "--model", str(out))
     assert result.returncode == 0, result.stderr
-    if reader == "span":
+    if reader in SPAN_READERS:
         score = float(re.search(r"exact match ([\d.]+)", result.stdout).group(1)) / 100
     else:
         score = float(re.search(r"accuracy ([\d.]+)", result.stdout).group(1))
@@ -98,7 +105,7 @@ def test_bad_requests_exit_2(trained, tmp_path):
         (["answer", "--model", str(out), "--context", str(tmp_path / "p.txt")], "at least one"),
         (["answer", "--model", str(out), "--squad", str(tmp_path / "none.json")], "none.json"),
     ]
-    if reader != "span":
+    if reader not in SPAN_READERS:
         cases.append(
             (
                 ["answer", "--model", str(out), "--context", str(tmp_path / "p.txt"), "who?"],
@@ -122,3 +129,28 @@ def test_a_cloze_reader_refuses_span_only_data(tmp_path):
     result = qkv("train", str(tmp_path / "c.yaml"), "--quiet")
     assert result.returncode == 2 and "a cloze reader picks among candidates" in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "message"),
+    [
+        ({"family": "encoder_span_reader", "preset": "tiny"}, {}, "reads data.tokenizer bpe or"),
+        ({"family": "span_reader", "preset": "tiny"}, {"tokenizer": "bpe"}, "reads data.tokenizer"),
+        (
+            {"family": "span_reader", "preset": "tiny", "pretrained": "minilm"},
+            {},
+            "a span_reader has none",
+        ),
+    ],
+)
+def test_a_reader_refuses_inputs_it_cannot_read(tmp_path, model, data, message):
+    config = {
+        "task": "reading",
+        "out_dir": str(tmp_path / "x"),
+        "data": {"corpus": "synthetic", "options": {"n": 50}, **data},
+        "model": model,
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = qkv("train", str(tmp_path / "c.yaml"), "--quiet")
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "x").exists()

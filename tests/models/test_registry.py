@@ -45,7 +45,9 @@ def test_the_flat_keys_of_every_family():
         "num_tags", "crf", "casing_dim", "num_shapes",
     }  # fmt: skip
     assert model_fields("sequence_tagger")["d_model"] is int
-    for family in set(FAMILIES) - {"encoder_classifier", "sequence_tagger"}:
+    assert set(model_fields("encoder_span_reader")) == TEXT_KEYS | {"max_answer_length"}
+    nested = {"encoder_classifier", "sequence_tagger", "encoder_span_reader"}
+    for family in set(FAMILIES) - nested:
         fields = {f.name for f in dataclasses.fields(FAMILIES[family][0])}
         assert set(model_fields(family)) == fields, family
     with pytest.raises(ValueError, match="unknown model family 'gpt'; known: bert, "):

@@ -10,14 +10,8 @@ import torch
 
 from qkv.data.squad import SpanQuestion
 from qkv.data.word_vocab import PLACEHOLDER_ID, WordVocab
-from qkv.tasks.reading_inputs import (
-    ReadingExample,
-    cloze_loss,
-    collate_reading,
-    reading_batches,
-    span_example,
-    span_loss,
-)
+from qkv.tasks.reading_inputs import ReadingExample, cloze_loss, span_example, span_loss
+from qkv.tasks.reading_words import collate_reading, reading_batches
 
 
 def test_a_squad_answer_becomes_the_words_it_covers():

@@ -151,9 +151,14 @@ class SpanOutput:
         question_weights: ``(B, Q)`` the self-attentive pooling of the question (zero on padding).
         aligned: ``(B, S, Q)`` the aligned question embedding's attention of every passage token
             over the question, or ``None`` when the model has none.
+        null_log_probs: ``(B,)`` ``log P_start(null) + log P_end(null)``, that the row holds no
+            answer, for a model that reads a passage in windows (the encoder span reader points
+            at ``[CLS]`` there, as BERT does); the start and end log-probabilities over the
+            passage then sum to less than one. ``None`` for a model that reads whole passages.
     """
 
     start_log_probs: Tensor
     end_log_probs: Tensor
     question_weights: Tensor
     aligned: Tensor | None = None
+    null_log_probs: Tensor | None = None

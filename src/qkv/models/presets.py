@@ -126,6 +126,27 @@ PRESETS: dict[str, dict[str, dict[str, object]]] = {
         "tiny": dict(embed_dim=16, hidden_dim=16, num_layers=1, dropout=0.0),
         "small": dict(embed_dim=128, hidden_dim=128, num_layers=2, dropout=0.2),
     },
+    # A span reader on a Transformer encoder over a BPE (a pretrained MiniLM needs no preset:
+    # `pretrained: minilm`); the vocabulary comes from the task.
+    "encoder_span_reader": {
+        "tiny": dict(
+            d_model=32,
+            num_heads=2,
+            num_layers=2,
+            d_ff=64,
+            dropout=0.0,
+            max_len=128,
+            positions="sinusoidal",
+        ),
+        "transformer-small": dict(
+            d_model=256,
+            num_heads=4,
+            num_layers=4,
+            d_ff=1024,
+            max_len=512,
+            positions="sinusoidal",
+        ),
+    },
     # From a CI-sized model to GPT-2 small; the vocabulary comes from the tokenizer.
     "transformer_lm": {
         "tiny": dict(d_model=64, num_heads=4, num_layers=2, d_ff=256, max_len=256, dropout=0.0),

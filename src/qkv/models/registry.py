@@ -21,6 +21,7 @@ from qkv.models.bert import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
 from qkv.models.cloze_reader import ClozeReader, ClozeReaderConfig
 from qkv.models.config_values import check_values, config_from_flat, flat_fields, flat_values
+from qkv.models.encoder_span_reader import EncoderSpanReader, EncoderSpanReaderConfig
 from qkv.models.language_model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
@@ -33,6 +34,7 @@ FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
     "bert": (BertConfig, BertEncoder),
     "cloze_reader": (ClozeReaderConfig, ClozeReader),
     "encoder_classifier": (EncoderClassifierConfig, EncoderClassifier),
+    "encoder_span_reader": (EncoderSpanReaderConfig, EncoderSpanReader),
     "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
     "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),
     "show_attend_tell": (ShowAttendTellConfig, ShowAttendTell),

@@ -28,6 +28,7 @@ states give both ``p_i`` and ``q_j``) can point with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -42,7 +43,7 @@ from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers
 
-__all__ = ["PRESETS", "SpanPointer", "SpanReader", "SpanReaderConfig"]
+__all__ = ["PRESETS", "SpanDecoding", "SpanPointer", "SpanReader", "SpanReaderConfig"]
 
 PRESETS = TABLE["span_reader"]
 
@@ -167,7 +168,24 @@ class SpanPointer(nn.Module):
         )
 
 
-class SpanReader(nn.Module):
+class SpanDecoding:
+    """What a span reader with ``config.max_answer_length`` answers: :meth:`decode`."""
+
+    config: Any
+
+    def decode(self, output: SpanOutput, passage_keep: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The best span of each row, at most ``config.max_answer_length`` words:
+        ``(start (B,), end (B,) inclusive, log score (B,))``
+        (:func:`qkv.attention.pointer.best_span`)."""
+        return best_span(
+            output.start_log_probs,
+            output.end_log_probs,
+            passage_keep,
+            self.config.max_answer_length,
+        )
+
+
+class SpanReader(SpanDecoding, nn.Module):
     """DrQA's document reader (module docstring).
 
     Args:
@@ -241,17 +259,6 @@ class SpanReader(nn.Module):
             passage_states, passage_keep, question_states, question_keep
         )
         return SpanOutput(start, end, weights, aligned)
-
-    def decode(self, output: SpanOutput, passage_keep: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """The best span of each example, at most ``config.max_answer_length`` tokens:
-        ``(start (B,), end (B,) inclusive, log score (B,))``
-        (:func:`qkv.attention.pointer.best_span`)."""
-        return best_span(
-            output.start_log_probs,
-            output.end_log_probs,
-            passage_keep,
-            self.config.max_answer_length,
-        )
 
     def _check_ids(self, ids: Tensor, name: str) -> None:
         check_word_ids(ids, name, self.config.vocab_size)

@@ -92,27 +92,30 @@ class Vocabulary:
 def model_values(
     config: RunConfig,
     vocab_size: int,
-    label_key: str,
+    label_key: str | None,
     num_labels: int,
     bert: Any | None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The model section with its ``preset`` expanded, the vocabulary and label counts set
-    (``label_key``: the family's name for the label count), the task's ``extra`` sizes, and,
-    when fine-tuning, the pretrained encoder's architecture filled in."""
+    (``label_key``: the family's name for the label count; ``None``: a model without labels),
+    the task's ``extra`` sizes, and, when fine-tuning, the pretrained encoder's architecture
+    filled in."""
     values = with_preset(config.family, config.model)
     values.pop("pretrained", None)
-    values = {**values, "vocab_size": vocab_size, label_key: num_labels, **(extra or {})}
+    labels = {} if label_key is None else {label_key: num_labels}
+    values = {**values, "vocab_size": vocab_size, **labels, **(extra or {})}
     if bert is not None:  # the pretrained encoder's BertConfig
         values["encoder"] = "bert"
         values["bert"] = config_to_dict(bert)
     return values
 
 
-def pretrained_folder(config: RunConfig) -> Path | None:
+def pretrained_folder(config: RunConfig, data: Any = None) -> Path | None:
     """The folder of ``model.pretrained`` (``minilm``: the installed all-MiniLM-L6-v2), if any;
-    checks that the data section uses its vocabulary."""
-    data = config.section("data", EncoderDataConfig)
+    checks that the data section (``data``: the run's, if it is not an
+    :class:`EncoderDataConfig`) uses its vocabulary."""
+    data = config.section("data", EncoderDataConfig) if data is None else data
     name = config.model.get("pretrained")
     if name is None:
         if data.tokenizer == "pretrained":
@@ -130,19 +133,25 @@ def pretrained_folder(config: RunConfig) -> Path | None:
 def prepare_encoder(
     run: TrainingRun,
     *,
-    labels: Sequence[str],
-    label_key: str,
+    labels: Sequence[str] | None,
+    label_key: str | None = None,
     bpe_text: Sequence[str],
     extra: Mapping[str, Any] | None = None,
+    data: Any = None,
 ) -> EncoderModel:
     """Make (rank 0) or read the vocabulary, build the model (pretrained weights loaded when
     fine-tuning) and save the run's files (:meth:`TrainingRun.save`: ``config.json``,
     ``labels.json``, ``tokenizer.json``). ``label_key`` names the label count in the model
-    section (``num_labels``, ``num_tags``); ``extra``: other sizes the task sets."""
+    section (``num_labels``, ``num_tags``); ``labels=None``: a model without labels (no
+    ``labels.json``); ``extra``: other sizes the task sets; ``data``: the run's data section
+    when it is not an :class:`EncoderDataConfig` (it has ``tokenizer``, ``vocab_size`` and
+    ``max_len`` all the same)."""
     config = run.config
-    data = config.section("data", EncoderDataConfig)
+    data = config.section("data", EncoderDataConfig) if data is None else data
+    if (labels is None) != (label_key is None):
+        raise ValueError("give labels and label_key together, or neither")
     # A resumed run's saved model section already holds the pretrained architecture.
-    pretrained = None if run.resume else pretrained_folder(config)
+    pretrained = None if run.resume else pretrained_folder(config, data)
     vocabulary = run.shared(
         make=lambda: Vocabulary.make(data, pretrained, bpe_text),
         load=lambda out: Vocabulary.read(out / TOKENIZER_FILE, data),
@@ -156,7 +165,8 @@ def prepare_encoder(
         encoder = load_bert(pretrained)
     bert = None if encoder is None else encoder.config
     model_config = build_config(
-        config.family, model_values(config, inputs.vocab_size, label_key, len(labels), bert, extra)
+        config.family,
+        model_values(config, inputs.vocab_size, label_key, len(labels or ()), bert, extra),
     )
     _check_positions(model_config, data.max_len)
     model = build_model(config.family, model_config)
@@ -164,11 +174,12 @@ def prepare_encoder(
         model.encoder.load_state_dict(encoder.state_dict())
 
     def write(directory: Path) -> None:
-        atomic_write_json(directory / LABELS_FILE, list(labels))
+        if labels is not None:
+            atomic_write_json(directory / LABELS_FILE, list(labels))
         vocabulary.save(directory)
 
     run.save(model_config, write=write)
-    return EncoderModel(model, inputs, tuple(labels))
+    return EncoderModel(model, inputs, tuple(labels or ()))
 
 
 def real_tokens(batch: EncoderBatch) -> int:

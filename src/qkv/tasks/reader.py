@@ -7,13 +7,15 @@
 A cloze reader picks one of the candidate words (given, or by default the passage's words of
 the kind it was trained on: names, or common nouns) and shows its attention over the passage;
 a span reader returns the best span of at most ``max_answer_length`` words and shows its start
-and end distributions.
+and end distributions. An encoder span reader reads a long passage in windows
+(:mod:`qkv.tasks.reading_subwords`) and answers with the best span of any.
 One text holds both parts where a command takes one text (``qkv plot-attention``, the
 explorer): the question on the first line, the passage on the lines after it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,17 +34,25 @@ from qkv.models.registry import build_config, build_model
 from qkv.tasks.input_checks import one_text
 from qkv.tasks.protocol import EvaluateOptions, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.reading_inputs import (
-    VOCAB_FILE,
     ReadingDataConfig,
     ReadingExample,
-    collate_reading,
+    Window,
+    input_kind,
     is_cloze,
     load_examples,
     question_words,
 )
+from qkv.tasks.reading_subwords import SubwordReading
+from qkv.tasks.reading_words import WordReading
 from qkv.tasks.run_config import PredictConfig, RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model_run_config
-from qkv.training.checkpoint import load_weights
+from qkv.training.checkpoint import CheckpointError, load_weights
+
+# How each kind of reader reads (qkv.tasks.reading_inputs.INPUT_KINDS).
+READING_INPUTS: dict[str, type[WordReading] | type[SubwordReading]] = {
+    "words": WordReading,
+    "subwords": SubwordReading,
+}
 
 # The most passage words one question may have: far beyond any passage a reader is trained on
 # (20 verses are about 600 words), and what bounds the memory of one forward pass.
@@ -145,12 +155,13 @@ def _source(example_id: str) -> str:
 
 
 class Reader:
-    """A reader model with its vocabulary (see the module docstring)."""
+    """A reader model with its inputs (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, vocab: WordVocab, config: RunConfig) -> None:
-        self.model, self.vocab, self.config = model, vocab, config
+    def __init__(
+        self, model: nn.Module, inputs: WordReading | SubwordReading, config: RunConfig
+    ) -> None:
+        self.model, self.inputs, self.config = model, inputs, config
         self.cloze = is_cloze(config.family)
-        self.anonymize = config.section("data", ReadingDataConfig).anonymize
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Reader:
@@ -161,39 +172,59 @@ class Reader:
         config = load_model_run_config(directory)
         if config.task != "reading":
             raise ValueError(f"{directory} holds a {config.task} model, not a reader")
-        vocab = WordVocab.load(directory / VOCAB_FILE)
-        model = build_model(config.family, build_config(config.family, config.model))
+        data = config.section("data", ReadingDataConfig)
+        inputs = READING_INPUTS[input_kind(config.family)].load(directory, data)
+        model_config = build_config(config.family, config.model)
+        if model_config.vocab_size != inputs.vocab_size:
+            raise CheckpointError(
+                f"{directory}: the model has {model_config.vocab_size} embedding rows but its "
+                f"vocabulary {inputs.vocab_size} entries; the two files are from different runs"
+            )
+        model = build_model(config.family, model_config)
         load_weights(model, directory / WEIGHTS_FILE)
-        return cls(model.eval(), vocab, config)
+        return cls(model.eval(), inputs, config)
+
+    @property
+    def vocab(self) -> WordVocab:
+        """A cloze reader's word vocabulary (cloze readers read words)."""
+        if not isinstance(self.inputs, WordReading):
+            raise TypeError(f"a {self.config.family} reads subwords; it has no word vocabulary")
+        return self.inputs.vocab
 
     @property
     def batch_size(self) -> int:
         return self.config.section("decode", PredictConfig).batch_size
 
     def run(self, examples: Sequence[ReadingExample]) -> list[Answer]:
-        """Answers to ``examples``, batched by passage length."""
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].passage))
-        answers: list[Answer | None] = [None] * len(examples)
+        """Answers to ``examples``: every window of each (one, for a word reader) read in
+        batches of similar length; a question read in several windows gets the most probable
+        answer of any (:meth:`_merge`)."""
+        windows = self.inputs.windows(examples)
+        order = sorted(range(len(windows)), key=lambda i: windows[i].cost)
+        found: list[list[tuple[Window, Answer]]] = [[] for _ in examples]
         device = next(self.model.parameters()).device
         with torch.inference_mode():
             for begin in range(0, len(order), self.batch_size):
-                chosen = order[begin : begin + self.batch_size]
-                group = [examples[i] for i in chosen]
-                batch = collate_reading(group, self.vocab, None, self.anonymize).to(device)
+                group = [windows[i] for i in order[begin : begin + self.batch_size]]
+                batch = self.inputs.collate(examples, group).to(device)
                 out = self.model(**batch.inputs())
-                for row, (i, ex) in enumerate(zip(chosen, group, strict=True)):
-                    answers[i] = self._answer(ex, out, batch.passage_keep, row)
-        return [a for a in answers if a is not None]
+                for row, window in enumerate(group):
+                    ex = examples[window.example]
+                    found[window.example].append(
+                        (window, self._answer(ex, window, out, batch.passage_keep, row))
+                    )
+        return [self._merge(ex, parts) for ex, parts in zip(examples, found, strict=True)]
 
-    def _answer(self, ex: ReadingExample, out: Any, keep: Tensor, row: int) -> Answer:
-        length = len(ex.passage)
+    def _answer(
+        self, ex: ReadingExample, window: Window, out: Any, keep: Tensor, row: int
+    ) -> Answer:
+        length, offset = window.size, window.offset
         if self.cloze:
             probs = out.log_probs[row, : len(ex.candidates)].float().exp()
             best = int(probs.argmax())
             text = ex.candidates[best]
-            where = [
-                i for i, w in enumerate(ex.passage) if self.vocab.key(w) == self.vocab.key(text)
-            ]
+            key = self.vocab.key
+            where = [i for i, w in enumerate(ex.passage) if key(w) == key(text)]
             attention = [] if out.attention is None else out.attention[row, :length].tolist()
             return Answer(
                 text, float(probs[best]), ex.passage, attention=attention,
@@ -201,12 +232,27 @@ class Reader:
                 candidates={c: float(p) for c, p in zip(ex.candidates, probs, strict=True)},
             )  # fmt: skip
         start, end, score = self.model.decode(out, keep)
-        first, last = int(start[row]), int(end[row])
+        first, last = int(start[row]) + offset, int(end[row]) + offset
         return Answer(
             ex.answer_text(first, last), float(score[row].float().exp()), ex.passage,
             start=out.start_log_probs[row, :length].float().exp().tolist(),
             end=out.end_log_probs[row, :length].float().exp().tolist(), first=first, last=last,
         )  # fmt: skip
+
+    @staticmethod
+    def _merge(ex: ReadingExample, parts: list[tuple[Window, Answer]]) -> Answer:
+        """One answer from the answers of ``ex``'s windows: the most probable; its start and end
+        distributions over the whole passage hold, at each word, the most any window gave it
+        (each window's sums to one over its own words)."""
+        if len(parts) == 1 and parts[0][0].size == len(ex.passage):
+            return parts[0][1]
+        best = max(parts, key=lambda part: part[1].probability)[1]
+        start, end = [0.0] * len(ex.passage), [0.0] * len(ex.passage)
+        for window, answer in parts:
+            for i in range(window.size):
+                start[window.offset + i] = max(start[window.offset + i], answer.start[i])
+                end[window.offset + i] = max(end[window.offset + i], answer.end[i])
+        return dataclasses.replace(best, start=start, end=end)
 
     def score(self, examples: Sequence[ReadingExample], split: str = "valid") -> ReadingScores:
         """The scores of the model's answers to ``examples``."""

@@ -11,44 +11,42 @@ Two kinds of question, one task:
   al.'s Attentive Reader, Chen et al. 2016's Stanford Attentive Reader, Kadlec et al. 2016's
   Attention Sum Reader.
 * **spans** (SQuAD v1.1, Rajpurkar et al. 2016): the answer is a span of the passage
-  (:mod:`qkv.data.squad`: a user's SQuAD files, or the cloze questions written as spans). The
-  family ``span_reader`` (:mod:`qkv.models.span_reader`, DrQA's document reader); scored with
-  the official metric (:mod:`qkv.evaluation.squad`).
+  (:mod:`qkv.data.squad`: a user's SQuAD files, or the cloze questions written as spans),
+  scored with the official metric (:mod:`qkv.evaluation.squad`). Two families point with the
+  same head: ``span_reader`` (:mod:`qkv.models.span_reader`, DrQA's document reader: BiLSTMs
+  over words) and ``encoder_span_reader`` (:mod:`qkv.models.encoder_span_reader`: a Transformer
+  encoder, e.g. a fine-tuned MiniLM, ``model.pretrained: minilm``).
 
 The model family decides which: a cloze reader needs candidates (``data.corpus`` ``cloze`` or
-``synthetic``), a span reader reads every corpus as spans. Words, not subwords: the run's
-vocabulary is the training split's words (:class:`~qkv.data.word_vocab.WordVocab`, with
-per-example slots for unknown words), written to ``vocab.json`` beside the weights.
+``synthetic``), a span reader reads every corpus as spans. The word readers read the training
+split's words (:class:`~qkv.data.word_vocab.WordVocab`, with per-example slots for unknown
+words, written to ``vocab.json``); the encoder span reader reads subwords (a BPE, or the
+pretrained encoder's WordPiece, written to ``tokenizer.json``) in windows of the passage beside
+the question (:mod:`qkv.tasks.reading_inputs`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
 from qkv.data.errors import DataError
-from qkv.data.word_vocab import WordVocab
-from qkv.models.presets import with_preset
-from qkv.models.registry import build_config, build_model
 from qkv.tasks.protocol import TaskSpec
-from qkv.tasks.reader import Reader
+from qkv.tasks.reader import READING_INPUTS, Reader
 from qkv.tasks.reading_inputs import (
     CLOZE_FAMILY,
+    ENCODER_SPAN_FAMILY,
     SPAN_FAMILY,
-    VOCAB_FILE,
-    ReadingBatch,
     ReadingDataConfig,
-    ReadingExample,
     check_reading_config,
     cloze_loss,
+    input_kind,
     is_cloze,
     load_examples,
-    reading_batches,
-    reading_tokens,
     span_loss,
 )
 from qkv.tasks.run_config import PredictConfig, RunConfig
@@ -61,36 +59,19 @@ __all__ = ["train_reader"]
 logger = logging.getLogger(__name__)
 
 
-def build_vocab(data: ReadingDataConfig, train: Sequence[ReadingExample]) -> WordVocab:
-    return WordVocab.build(
-        (words for ex in train for words in (ex.passage, ex.question)),
-        min_count=data.min_count,
-        max_size=data.max_vocab,
-        slots=data.unknown_slots,
-        lowercase=data.lowercase,
-    )
+def reader_loss(family: str) -> Callable[[nn.Module, Any], tuple[Any, Any]]:
+    """``(model, batch) -> (summed loss, rows)`` for the training engine (a row is a question,
+    or a window of one for a subword reader)."""
 
-
-def reader_model(config: RunConfig, vocab: WordVocab) -> tuple[Any, nn.Module]:
-    """The config and the model of ``config``'s family for ``vocab``."""
-    values = {**with_preset(config.family, config.model), "vocab_size": len(vocab)}
-    values.pop("preset", None)
-    model_config = build_config(config.family, values)
-    return model_config, build_model(config.family, model_config)
-
-
-def reader_loss(family: str) -> Callable[[nn.Module, ReadingBatch], tuple[Any, Any]]:
-    """``(model, batch) -> (summed loss, questions)`` for the training engine."""
-
-    def loss_fn(model: nn.Module, batch: ReadingBatch) -> tuple[Any, Any]:
+    def loss_fn(model: nn.Module, batch: Any) -> tuple[Any, Any]:
         out = model(**batch.inputs())
-        size = batch.passage.size(0)
         if is_cloze(family):
-            assert batch.answer is not None
-            return cloze_loss(out.log_probs, batch.answer), torch.tensor(size)
-        assert batch.spans is not None and batch.span_keep is not None
-        loss = span_loss(out.start_log_probs, out.end_log_probs, batch.spans, batch.span_keep)
-        return loss, torch.tensor(size)
+            return cloze_loss(out.log_probs, batch.answer), torch.tensor(batch.size)
+        loss = span_loss(
+            out.start_log_probs, out.end_log_probs, batch.spans, batch.span_keep,
+            out.null_log_probs,
+        )  # fmt: skip
+        return loss, torch.tensor(batch.size)
 
     return loss_fn
 
@@ -116,15 +97,9 @@ def train_reader(
     train = [ex for ex in examples["train"] if ex.candidates or ex.spans]
     if not train or not examples["valid"]:
         raise DataError(f"{data.corpus}: the train and valid splits must not be empty")
-    vocab = run.shared(
-        make=lambda: build_vocab(data, train),
-        load=lambda directory: WordVocab.load(directory / VOCAB_FILE),
-        save=lambda value, directory: value.save(directory / VOCAB_FILE),
-    )
-    model_config, model = reader_model(config, vocab)
-    run.save(model_config, write=lambda directory: vocab.save(directory / VOCAB_FILE))
+    inputs, model = READING_INPUTS[input_kind(config.family)].prepare(run, data, train)
     valid = examples["valid"][: data.valid_questions]
-    reader = Reader(model, vocab, config)
+    reader = Reader(model, inputs, config)
 
     def evaluate() -> dict[str, float]:
         was_training = model.training
@@ -137,20 +112,13 @@ def train_reader(
     return run.train(
         model,
         loss_fn=reader_loss(config.family),
-        batches=lambda epoch, start: reading_batches(
-            train,
-            vocab,
-            max_tokens=config.train.batch_tokens,
-            shuffle=True,
-            seed=config.train.seed,
-            epoch=epoch,
-            start=start,
-            anonymize=data.anonymize,
+        batches=inputs.training_batches(
+            train, max_tokens=config.train.batch_tokens, seed=config.train.seed
         ),
         evaluate=evaluate,
         metric="valid_accuracy" if is_cloze(config.family) else "valid_f1",
         higher_is_better=True,
-        count_tokens=reading_tokens,
+        count_tokens=lambda batch: batch.tokens(),
     )
 
 
@@ -158,10 +126,10 @@ TASK = TaskSpec(
     name="reading",
     label="reader",
     input="text",
-    families=(CLOZE_FAMILY, SPAN_FAMILY),
+    families=(CLOZE_FAMILY, SPAN_FAMILY, ENCODER_SPAN_FAMILY),
     sections={"data": ReadingDataConfig, "train": TrainConfig, "decode": PredictConfig},
     train=train_reader,
     load=Reader.load,
-    model_keys=frozenset({"preset"}),
+    model_keys=frozenset({"preset", "pretrained"}),
     train_settings=frozenset({"batch_tokens"}),
 )

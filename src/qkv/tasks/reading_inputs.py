@@ -1,36 +1,40 @@
-"""What a reader reads: questions as words, their batches, and the two losses.
+"""What every reader reads: questions as words, the windows a model reads them in, the two
+losses, and the data section.
 
 A cloze question (:class:`~qkv.data.cloze.ClozeQuestion`) and a span question (a SQuAD
 question, :class:`~qkv.data.squad.SpanQuestion`) both become a :class:`ReadingExample`: the
 passage's words, the question's, and either the candidates with the index of the answer
 (cloze) or the word spans of the gold answers (spans; a SQuAD answer's characters are mapped to
-the words they overlap). Words become ids in the batch, through the run's
-:class:`~qkv.data.word_vocab.WordVocab`, so that training draws each example's unknown-word
-slots afresh every epoch.
+the words they overlap).
+
+How words reach a model is the family's (:data:`INPUT_KINDS`): as ids of the run's own word
+vocabulary, one whole passage per row (:mod:`qkv.tasks.reading_words`; the cloze readers and
+DrQA's BiLSTM reader), or as subwords beside the question, in windows that fit a Transformer
+encoder (:mod:`qkv.tasks.reading_subwords`; the encoder span reader, e.g. a fine-tuned MiniLM).
+Either way a model reads :class:`Window` s and answers in passage words.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from qkv.data.batching import plan_by_cost
 from qkv.data.cloze import ClozeQuestion, load_cloze
 from qkv.data.cloze_synthetic import synthetic_cloze
 from qkv.data.errors import DataError
 from qkv.data.squad import SpanQuestion, load_span_corpus
 from qkv.data.word_tokens import word_spans
-from qkv.data.word_vocab import WordVocab
-from qkv.tasks.encoder_inputs import collate
-from qkv.tasks.run_config import RunConfig
+from qkv.tasks.run_config import RunConfig, check_vocab_size
 
 logger = logging.getLogger(__name__)
+
+B = TypeVar("B")
 
 
 @dataclass(frozen=True)
@@ -96,109 +100,50 @@ def question_words(text: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class ReadingBatch:
-    """Padded ids: ``passage (B, S)``, ``question (B, Q)``, their keep-masks; cloze:
-    ``candidates (B, C)``, ``candidate_keep`` and ``answer (B,)``; spans: ``spans (B, G, 2)``
-    with ``span_keep (B, G)`` (the gold answers, word positions)."""
+class Window:
+    """The part of example ``example``'s passage one model row reads: ``size`` words from word
+    ``offset``; ``cost``: its padded length in a batch; ``spans``: the gold spans lying whole
+    in it, in window word positions. A subword window also holds its ids (``[CLS] question
+    [SEP] passage words [SEP]``) and the position of each question and passage word's first
+    subword in them; a word reader's window is the whole passage and needs none."""
 
-    passage: Tensor
-    passage_keep: Tensor
-    question: Tensor
-    question_keep: Tensor
-    candidates: Tensor | None = None
-    candidate_keep: Tensor | None = None
-    answer: Tensor | None = None
-    spans: Tensor | None = None
-    span_keep: Tensor | None = None
-
-    def to(self, device: torch.device | str) -> ReadingBatch:
-        moved = {
-            name: None if value is None else value.to(device)
-            for name, value in self.__dict__.items()
-        }
-        return ReadingBatch(**moved)
-
-    def inputs(self) -> dict[str, Tensor]:
-        """The keyword arguments of a reader's ``forward``."""
-        names = ["passage", "passage_keep", "question", "question_keep"]
-        if self.candidates is not None:
-            names += ["candidates", "candidate_keep"]
-        return {name: getattr(self, name) for name in names}
+    example: int
+    offset: int
+    size: int
+    cost: int
+    spans: tuple[tuple[int, int], ...] = ()
+    ids: tuple[int, ...] = ()
+    question_first: tuple[int, ...] = ()
+    passage_first: tuple[int, ...] = ()
 
 
-def _pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[Tensor, Tensor]:
-    """``(ids (B, T), keep (B, T))``, right-padded (:func:`qkv.tasks.encoder_inputs.collate`)."""
-    batch = collate(rows, pad_id)
-    return batch.ids, batch.keep
-
-
-def collate_reading(
-    examples: Sequence[ReadingExample],
-    vocab: WordVocab,
-    orders: Sequence[Sequence[int]] | None,
-    anonymize: bool = False,
-) -> ReadingBatch:
-    """One batch; ``orders``: each example's slot order (training), or ``None``;
-    ``anonymize``: each example's candidate words are read as unknown words (slots)."""
-    if not examples:
-        raise ValueError("cannot collate an empty batch")
-    encoded = [
-        vocab.encode_example(
-            (ex.passage, ex.question, ex.candidates),
-            None if orders is None else orders[i],
-            {vocab.key(c) for c in ex.candidates} if anonymize else (),
-        )[0]
-        for i, ex in enumerate(examples)
-    ]
-    passage, passage_keep = _pad([e[0] for e in encoded], vocab.pad_id)
-    question, question_keep = _pad([e[1] for e in encoded], vocab.pad_id)
-    batch = dict(
-        passage=passage, passage_keep=passage_keep, question=question, question_keep=question_keep
+def batch_to(batch: B, device: torch.device | str) -> B:
+    """``batch`` (a dataclass of tensors and ``None`` s) with every tensor on ``device``."""
+    return dataclasses.replace(
+        batch,
+        **{
+            f.name: None if getattr(batch, f.name) is None else getattr(batch, f.name).to(device)
+            for f in dataclasses.fields(batch)
+        },
     )
-    if examples[0].candidates:
-        candidates, candidate_keep = _pad([e[2] for e in encoded], vocab.pad_id)
-        answer = torch.tensor([ex.answer for ex in examples])
-        batch.update(candidates=candidates, candidate_keep=candidate_keep, answer=answer)
-    elif any(ex.spans for ex in examples):
-        most = max(len(ex.spans) for ex in examples)
-        spans = torch.zeros(len(examples), most, 2, dtype=torch.long)
-        span_keep = torch.zeros(len(examples), most, dtype=torch.bool)
-        for i, ex in enumerate(examples):
-            if ex.spans:
-                spans[i, : len(ex.spans)] = torch.tensor(ex.spans)
-                span_keep[i, : len(ex.spans)] = True
-        batch.update(spans=spans, span_keep=span_keep)
-    return ReadingBatch(**batch)
 
 
-def reading_batches(
-    examples: Sequence[ReadingExample],
-    vocab: WordVocab,
-    *,
-    max_tokens: int,
-    shuffle: bool,
-    seed: int = 0,
-    epoch: int = 0,
-    start: int = 0,
-    anonymize: bool = False,
-) -> Iterator[ReadingBatch]:
-    """Length-grouped batches of at most ``max_tokens`` padded passage words
-    (:func:`qkv.data.batching.plan_by_cost`); with ``shuffle`` (training) each example's
-    unknown-word slots are drawn afresh, from ``seed`` and ``epoch``."""
-    costs = np.array([len(ex.passage) for ex in examples])
-    plan = plan_by_cost(costs, max_tokens=max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
-    rng = np.random.default_rng([seed, epoch, 1]) if shuffle else None
-    orders = None
-    if rng is not None:  # drawn for every batch of the epoch, so a resumed epoch sees the same
-        orders = [[rng.permutation(vocab.slots) for _ in indices] for indices in plan]
-    for number in range(start, len(plan)):
-        indices = plan[number]
-        yield collate_reading(
-            [examples[i] for i in indices],
-            vocab,
-            None if orders is None else orders[number],
-            anonymize,
-        )
+def gold_spans(
+    rows: Sequence[Sequence[tuple[int, int]]], always: bool = False
+) -> dict[str, Tensor]:
+    """``{spans (B, G, 2), span_keep (B, G)}`` of each row's gold spans (``G >= 1``), or ``{}``
+    when no row has one (questions to answer, not to learn from) unless ``always`` (windows,
+    some of which hold no answer)."""
+    if not any(rows) and not always:
+        return {}
+    most = max(1, max(len(row) for row in rows))
+    spans = torch.zeros(len(rows), most, 2, dtype=torch.long)
+    span_keep = torch.zeros(len(rows), most, dtype=torch.bool)
+    for i, row in enumerate(rows):
+        if row:
+            spans[i, : len(row)] = torch.tensor(row)
+            span_keep[i, : len(row)] = True
+    return {"spans": spans, "span_keep": span_keep}
 
 
 def cloze_loss(log_probs: Tensor, answer: Tensor) -> Tensor:
@@ -207,21 +152,41 @@ def cloze_loss(log_probs: Tensor, answer: Tensor) -> Tensor:
 
 
 def span_loss(
-    start_log_probs: Tensor, end_log_probs: Tensor, spans: Tensor, span_keep: Tensor
+    start_log_probs: Tensor,
+    end_log_probs: Tensor,
+    spans: Tensor,
+    span_keep: Tensor,
+    null_log_probs: Tensor | None = None,
 ) -> Tensor:
     """Summed negative log-likelihood of the gold answers: ``-log sum_g P_s(a_g) P_e(b_g)``
     over each question's gold spans ``spans (B, G, 2)`` (a cloze answer that occurs three times
-    in the passage is three gold spans; SQuAD's several answers likewise)."""
+    in the passage is three gold spans; SQuAD's several answers likewise). A row without a gold
+    span is a window holding no answer: its loss is ``-null_log_probs (B,)``, which must then
+    be given."""
     start = start_log_probs.float().gather(1, spans[..., 0])  # (B, G)
     end = end_log_probs.float().gather(1, spans[..., 1])
     floor = torch.finfo(start.dtype).min
     joint = (start + end).masked_fill(~span_keep, floor)
-    return -torch.logsumexp(joint, dim=1).sum()
+    answered = span_keep.any(dim=1)  # (B,)
+    if null_log_probs is None:
+        if not bool(answered.all()):
+            raise ValueError(
+                "a row has no gold span; only a model with a null answer (null_log_probs) can "
+                "learn from it"
+            )
+        return -torch.logsumexp(joint, dim=1).sum()
+    gold = torch.logsumexp(joint, dim=1).where(answered, null_log_probs.float())  # (B,)
+    return -gold.sum()
 
 
 VOCAB_FILE = "vocab.json"
 CLOZE_FAMILY = "cloze_reader"
 SPAN_FAMILY = "span_reader"
+ENCODER_SPAN_FAMILY = "encoder_span_reader"
+# How each family reads: whole passages as word ids, or windows of subwords beside the question;
+# and the data.tokenizer values each kind takes.
+INPUT_KINDS = {CLOZE_FAMILY: "words", SPAN_FAMILY: "words", ENCODER_SPAN_FAMILY: "subwords"}
+TOKENIZERS = {"words": ("words",), "subwords": ("bpe", "pretrained")}
 CLOZE_CORPORA = {"cloze": load_cloze, "synthetic": synthetic_cloze}
 SPAN_CORPORA = ("cloze", "synthetic", "squad")
 
@@ -234,7 +199,12 @@ class ReadingDataConfig:
     ``translation``, ``stride``, ``train_translations``, ``train_blanks``), ``synthetic``
     (options ``n``, ``seed``) or, for span readers, ``squad`` (options ``train``, ``test``,
     ``valid``: SQuAD v1.1 files).
-    ``min_count``/``max_vocab``: the vocabulary (training words seen that often, the most
+    ``tokenizer``: ``words`` (the word readers: a vocabulary of the training split's words),
+    ``bpe`` (a BPE of ``vocab_size`` ids trained on the training text) or ``pretrained`` (the
+    vocabulary of ``model.pretrained``); the encoder span reader takes the last two, with
+    ``max_len`` ids per window (specials and the question included) and ``window_overlap``
+    subwords shared by neighbouring windows (:mod:`qkv.tasks.reading_subwords`).
+    ``min_count``/``max_vocab``: the word vocabulary (training words seen that often, the most
     frequent first); ``unknown_slots``: ids for one example's distinct unknown words;
     ``valid_questions``: how many validation questions pick the best weights during training
     (``None``: all); ``anonymize``: a cloze question's candidate words are read as unknown words,
@@ -250,6 +220,10 @@ class ReadingDataConfig:
     unknown_slots: int = 64
     valid_questions: int | None = 2000
     anonymize: bool = False
+    tokenizer: str = "words"
+    vocab_size: int = 8000
+    max_len: int = 384
+    window_overlap: int = 64
 
     def __post_init__(self) -> None:
         if self.corpus not in SPAN_CORPORA:
@@ -259,6 +233,19 @@ class ReadingDataConfig:
         for name in ("min_count", "max_vocab"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
+        known = [t for kinds in TOKENIZERS.values() for t in kinds]
+        if self.tokenizer not in known:
+            raise ValueError(
+                f"data.tokenizer must be one of {', '.join(known)}, got {self.tokenizer!r}"
+            )
+        check_vocab_size(self.vocab_size, 16)
+        if self.max_len < 8:
+            raise ValueError(f"data.max_len must be >= 8, got {self.max_len}")
+        if not 0 <= self.window_overlap <= self.max_len // 4:
+            raise ValueError(
+                f"data.window_overlap must lie in [0, max_len // 4 = {self.max_len // 4}], got "
+                f"{self.window_overlap}"
+            )
         if self.unknown_slots < 0:
             raise ValueError(f"data.unknown_slots must be >= 0, got {self.unknown_slots}")
         if self.valid_questions is not None and self.valid_questions < 1:
@@ -271,10 +258,27 @@ def is_cloze(family: str) -> bool:
     return family == CLOZE_FAMILY
 
 
+def input_kind(family: str) -> str:
+    """``words`` or ``subwords``: how ``family`` reads (:data:`INPUT_KINDS`)."""
+    if family not in INPUT_KINDS:
+        raise ValueError(f"a reader's family is one of {', '.join(INPUT_KINDS)}, got {family!r}")
+    return INPUT_KINDS[family]
+
+
 def check_reading_config(config: RunConfig) -> ReadingDataConfig:
     """The run's data section, refused when its family cannot read its corpus (a cloze reader
     needs candidates: the ``cloze`` or ``synthetic`` corpus)."""
     data = config.section("data", ReadingDataConfig)
+    takes = TOKENIZERS[input_kind(config.family)]
+    if data.tokenizer not in takes:
+        raise DataError(
+            f"a {config.family} reads data.tokenizer {' or '.join(takes)}, got {data.tokenizer!r}"
+        )
+    if config.model.get("pretrained") is not None and input_kind(config.family) != "subwords":
+        raise DataError(
+            f"model.pretrained names an encoder to fine-tune; a {config.family} has none (the "
+            f"{ENCODER_SPAN_FAMILY} has)"
+        )
     if is_cloze(config.family) and data.corpus not in CLOZE_CORPORA:
         raise DataError(
             f"a cloze reader picks among candidates: data.corpus must be "
@@ -302,8 +306,3 @@ def load_examples(config: RunConfig) -> dict[str, list[ReadingExample]]:
             )
         out[split] = kept
     return out
-
-
-def reading_tokens(batch: ReadingBatch) -> int:
-    """The engine's token count: the passage and question words read."""
-    return int(batch.passage_keep.sum() + batch.question_keep.sum())
