@@ -39,15 +39,21 @@ REPORT = ROOT / "docs" / "results" / "reading-cloze.md"
 CARD = ROOT / "docs" / "data" / "cloze.json"
 CAP = ["train.clock=cpu", "train.max_minutes=30"]
 KINDS = ("entities", "nouns")
-READERS = {
-    "no_attention": ("cloze-no-attention.yaml", "no attention (baseline)"),
-    "attentive": ("cloze-attentive.yaml", "Attentive Reader"),
-    "stanford": ("cloze-stanford.yaml", "Stanford Attentive Reader"),
-    "as_reader": ("cloze-as-reader.yaml", "Attention Sum Reader"),
-    "span": ("span-bilstm.yaml", "span reader (DrQA)"),
-    "span_minilm": ("span-minilm.yaml", "span reader on fine-tuned MiniLM"),
+# Each reader: its config, what the report calls it, and settings of its own.
+READERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "no_attention": ("cloze-no-attention.yaml", "no attention (baseline)", ()),
+    "attentive": ("cloze-attentive.yaml", "Attentive Reader", ()),
+    "stanford": ("cloze-stanford.yaml", "Stanford Attentive Reader", ()),
+    "as_reader": ("cloze-as-reader.yaml", "Attention Sum Reader", ()),
+    "span": ("span-bilstm.yaml", "span reader (DrQA)", ()),
+    "span_minilm": ("span-minilm.yaml", "span reader on fine-tuned MiniLM, casing feature", ()),
+    "span_minilm_nocase": (
+        "span-minilm.yaml",
+        "span reader on fine-tuned MiniLM, no casing feature",
+        ("model.casing_dim=0",),
+    ),
 }
-SPAN_READERS = ("span", "span_minilm")
+SPAN_READERS = ("span", "span_minilm", "span_minilm_nocase")
 GROUPS = {f"{kind}-{reader}": (kind, reader) for kind in KINDS for reader in READERS}
 # Step budgets that differ from the config's (3,400 steps, about 30 CPU-minutes): for lack of
 # session time, the Attentive Reader and the reader without attention on entities, and every
@@ -62,9 +68,9 @@ STEPS: dict[str, int] = {
 def train_and_score(group: str) -> dict[str, object]:
     """Train one run on one thread and score its test split; its record."""
     kind, reader = GROUPS[group]
-    config, what = READERS[reader]
+    config, what, own = READERS[reader]
     out = RUNS / group
-    sets = [f"data.options.kind={kind}", *CAP, f"out_dir={out}"]
+    sets = [f"data.options.kind={kind}", *own, *CAP, f"out_dir={out}"]
     if group in STEPS:
         sets.append(f"train.max_steps={STEPS[group]}")
     log(f"training {group}")
@@ -77,7 +83,7 @@ def train_and_score(group: str) -> dict[str, object]:
         "reader": reader,
         "what": what,
         "config": f"configs/reading/{config}",
-        "overrides": [s for s in sets if s.startswith("data.")],
+        "overrides": [s for s in sets if s.startswith(("data.", "model."))],
         "cpu_minutes": cpu / 60,
         "steps": steps,
         "valid": max(curve.values()) if curve else None,

@@ -25,7 +25,7 @@ READERS = {
     "as_reader": ({"family": "cloze_reader", "preset": "tiny", "reader": "as_reader"}, 400, {}),
     "span": ({"family": "span_reader", "preset": "tiny"}, 400, {}),
     "span_encoder": (
-        {"family": "encoder_span_reader", "preset": "tiny"},
+        {"family": "encoder_span_reader", "preset": "tiny", "casing_dim": 4},
         800,
         {"tokenizer": "bpe", "vocab_size": 200, "max_len": 48, "window_overlap": 8},
     ),

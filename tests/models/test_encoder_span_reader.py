@@ -1,6 +1,7 @@
 """The span reader on a Transformer encoder: its start, end and null log-probabilities against
-the head applied by hand to the encoder's states at [CLS] and at each word's first subword,
-padding invariance, both encoders (qkv's Transformer, a BERT), the loss of a window without
+the head applied by hand to the encoder's states at [CLS] and at each word's first subword
+(with each word's shape embedding beside it, when it has the casing feature), padding
+invariance, both encoders (qkv's Transformer, a BERT), the loss of a window without
 the answer, and refused inputs."""
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 V = 40
 ENCODERS = {
     "transformer": lambda: EncoderSpanReaderConfig.preset("tiny", V),
+    "transformer-casing": lambda: EncoderSpanReaderConfig.preset(
+        "tiny", V, casing_dim=3, num_shapes=5
+    ),
     "bert": lambda: build_config(
         "encoder_span_reader",
         {"encoder": "bert", "bert": BertConfig.preset("tiny", vocab_size=V).__dict__},
@@ -30,14 +34,16 @@ def reader(encoder: str) -> EncoderSpanReader:
     return EncoderSpanReader(ENCODERS[encoder]()).eval()
 
 
-def window_inputs() -> dict[str, torch.Tensor]:
+def window_inputs(casing: bool = False) -> dict[str, torch.Tensor]:
     """Two rows: 11 and 7 ids; row 0 has 2 question words and 4 passage words (one of two
-    subwords), row 1 has 1 question word and 3 passage words."""
+    subwords), row 1 has 1 question word and 3 passage words; with ``casing``, their shapes."""
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(3, V, (2, 11), generator=gen)
     keep = torch.arange(11)[None] < torch.tensor([[11], [7]])
     ids = ids.masked_fill(~keep, 0)
+    shapes = {"passage_shapes": torch.tensor([[1, 4, 2, 1], [3, 1, 4, 0]])} if casing else {}
     return dict(
+        **shapes,
         ids=ids,
         keep=keep,
         passage_first=torch.tensor([[4, 5, 7, 9], [3, 4, 5, 0]]),
@@ -49,7 +55,7 @@ def window_inputs() -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("encoder", list(ENCODERS))
 def test_the_head_reads_cls_and_each_words_first_subword(encoder):
-    model, inputs = reader(encoder), window_inputs()
+    model, inputs = reader(encoder), window_inputs(casing="casing" in encoder)
     with torch.no_grad():
         out = model(**inputs)
         hidden = model.encoder(inputs["ids"], keep=inputs["keep"]).hidden  # (B, T, D)
@@ -57,6 +63,9 @@ def test_the_head_reads_cls_and_each_words_first_subword(encoder):
             words = inputs["passage_first"][row][inputs["passage_keep"][row]].tolist()
             asked = inputs["question_first"][row][inputs["question_keep"][row]].tolist()
             passage = hidden[row, [0, *words]][None]  # [CLS] first: the null answer
+            if model.casing is not None:  # each word's shape embedding beside it; 0 at [CLS]
+                shapes = [0, *inputs["passage_shapes"][row, : len(words)].tolist()]
+                passage = torch.cat([passage, model.casing.weight[shapes][None]], dim=-1)
             question = hidden[row, asked][None]
             start, end, _ = model.pointer(
                 passage, torch.ones(1, len(words) + 1, dtype=torch.bool),
@@ -73,8 +82,10 @@ def test_the_head_reads_cls_and_each_words_first_subword(encoder):
 
 @pytest.mark.parametrize("encoder", list(ENCODERS))
 def test_a_row_reads_the_same_alone_and_beside_a_longer_one(encoder):
-    model, inputs = reader(encoder), window_inputs()
+    casing = "casing" in encoder
+    model, inputs = reader(encoder), window_inputs(casing)
     alone = {
+        **({"passage_shapes": inputs["passage_shapes"][1:, :3]} if casing else {}),
         "ids": inputs["ids"][1:, :7],
         "keep": inputs["keep"][1:, :7],
         "passage_first": inputs["passage_first"][1:, :3],
@@ -142,6 +153,13 @@ def test_bad_inputs_are_refused(change, message):
     model = reader("transformer")
     with pytest.raises(ValueError, match=message):
         model(**{**window_inputs(), **change})
+
+
+def test_word_shapes_are_needed_exactly_with_the_casing_feature():
+    with pytest.raises(ValueError, match="pass passage_shapes"):
+        reader("transformer-casing")(**window_inputs())
+    with pytest.raises(ValueError, match="no casing"):
+        reader("transformer")(**window_inputs(casing=True))
 
 
 def test_the_config_needs_exactly_one_encoder():

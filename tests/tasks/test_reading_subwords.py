@@ -11,6 +11,7 @@ import pytest
 
 from qkv.data.errors import DataError
 from qkv.data.tokenizer import SubwordTokenizer
+from qkv.data.word_shape import word_shape
 from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.reader import Answer, Reader
 from qkv.tasks.reading_inputs import ReadingDataConfig, ReadingExample, Window
@@ -73,6 +74,7 @@ def test_each_window_holds_the_question_and_its_words_first_subwords(inputs):
         words = ex.passage[w.offset : w.offset + w.size]
         for word, first in zip(words, w.passage_first, strict=True):
             assert w.ids[first] == inputs.subwords([word])[0][0]
+        assert w.passage_shapes == tuple(word_shape(word) for word in words)
         for word, first in zip(ex.question, w.question_first, strict=True):
             assert w.ids[first] == inputs.subwords([word])[0][0]
         covered.update(range(w.offset, w.offset + w.size))
@@ -84,7 +86,11 @@ def test_each_window_holds_the_question_and_its_words_first_subwords(inputs):
     assert covered == set(range(len(ex.passage)))
     assert any(w.spans for w in windows) and not all(w.spans for w in windows)
 
-    batch = reading.collate([ex], windows)
+    assert reading.collate([ex], windows).passage_shapes is None
+    batch = SubwordReading(inputs, overlap=4, casing=True).collate([ex], windows)
+    assert batch.inputs()["passage_shapes"].tolist()[0][: windows[0].size] == list(
+        windows[0].passage_shapes
+    )
     assert batch.ids.shape == (len(windows), max(w.cost for w in windows))
     assert batch.keep.sum() == sum(w.cost for w in windows) == batch.tokens()
     assert batch.spans.shape[1] == 1 and batch.span_keep.sum() == sum(

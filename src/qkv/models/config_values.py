@@ -44,6 +44,20 @@ def check_fractions(config: object, names: Iterable[str]) -> None:
             raise ValueError(f"{name} must be in [0, 1), got {value!r}")
 
 
+def check_casing(config: Any) -> None:
+    """A config's casing feature: ``casing_dim`` and ``num_shapes`` ints >= 0, and at least two
+    shapes to embed when ``casing_dim > 0``."""
+    for name in ("casing_dim", "num_shapes"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if config.casing_dim and config.num_shapes < 2:
+        raise ValueError(
+            f"casing_dim={config.casing_dim} needs num_shapes >= 2 (the word shapes it embeds), "
+            f"got {config.num_shapes}"
+        )
+
+
 def check_choice(name: str, value: object, allowed: Collection[object]) -> None:
     """Raise ``ValueError`` (``pooling must be one of ('cls', 'mean'), got 'sum'``) unless
     ``value`` is one of ``allowed``, shown in the message as given (a tuple, a sorted list)."""

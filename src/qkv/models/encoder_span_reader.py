@@ -10,6 +10,7 @@ differ only in what encodes the words:
     encoder: BERT-family (all-MiniLM-L6-v2, fine-tuned), or qkv's Transformer/BiLSTM on a BPE
         |  hidden (B, T, D)
     gather each word's first subword:  p_i = hidden[passage_first_i]   (B, S, D)
+                                       [; casing embedding of word i's shape]  (+ C)
                                        q_j = hidden[question_first_j]  (B, Q, D)
         |
     SpanPointer over [null; p_1 .. p_S], the null answer read at [CLS] (p_0 = hidden[0]):
@@ -17,7 +18,10 @@ differ only in what encodes the words:
         |
     start_log_probs, end_log_probs (B, S) over passage words; null_log_probs (B,)
 
-Answers are word spans, as the BiLSTM reader's are, so both decode, score and draw alike. A
+Answers are word spans, as the BiLSTM reader's are, so both decode, score and draw alike. An
+uncased encoder (MiniLM lower-cases its input) cannot see which words are capitalised, the
+mark of a name; the casing feature (``casing_dim > 0``, as the tagger's) adds an embedding of
+each passage word's shape to its state before the pointer. A
 passage longer than the encoder's positions is read in overlapping windows by the task
 (:mod:`qkv.tasks.reading_subwords`); the model sees one window per row. A window may not hold
 the answer, so the pointer may also point at ``[CLS]``, "no answer here" (Devlin et al.'s
@@ -34,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.layers.text_encoder import TextEncoderConfig
-from qkv.models.config_values import check_positive_ints
+from qkv.models.config_values import check_casing, check_positive_ints
 from qkv.models.outputs import SpanOutput
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
@@ -61,16 +65,22 @@ class EncoderSpanReaderConfig(
         dropout: on the encoder's states before the pointer; ``None``: the text encoder's (0.1
             beside BERT).
         max_answer_length: the most words :meth:`EncoderSpanReader.decode` lets a span cover.
+        casing_dim: width ``C`` of the casing embedding of each passage word's shape (0: none);
+            num_shapes: the word shapes it embeds (the task sets it, from
+            :data:`qkv.data.word_shape.SHAPES`).
     """
 
     text: TextEncoderConfig | None
     bert: dict[str, Any] | None = None
     dropout: float | None = None
     max_answer_length: int = 15
+    casing_dim: int = 0
+    num_shapes: int = 0
 
     def __post_init__(self) -> None:
         self.check_encoder()
         check_positive_ints(self, ("max_answer_length",))
+        check_casing(self)
 
 
 class EncoderSpanReader(SpanDecoding, nn.Module):
@@ -85,7 +95,9 @@ class EncoderSpanReader(SpanDecoding, nn.Module):
         passage and question word's first subword, with ``passage_keep (B, S)`` and
         ``question_keep (B, Q)`` boolean, ``True`` at real words (at least one per row; a
         padded word's position is ignored) -> :class:`~qkv.models.outputs.SpanOutput` over the
-        passage words (``aligned`` is ``None``; ``null_log_probs`` is set).
+        passage words (``aligned`` is ``None``; ``null_log_probs`` is set). With the casing
+        feature, ``passage_shapes (B, S)``: each passage word's shape id
+        (:func:`qkv.data.word_shape.word_shape`).
     """
 
     def __init__(self, config: EncoderSpanReaderConfig) -> None:
@@ -93,7 +105,8 @@ class EncoderSpanReader(SpanDecoding, nn.Module):
         self.config = c = config
         self.encoder, width = build_encoder(c)
         self.dropout = nn.Dropout(c.head_dropout)
-        self.pointer = SpanPointer(width, width)
+        self.casing = nn.Embedding(c.num_shapes, c.casing_dim) if c.casing_dim else None
+        self.pointer = SpanPointer(width + c.casing_dim, width)
 
     def forward(
         self,
@@ -103,6 +116,7 @@ class EncoderSpanReader(SpanDecoding, nn.Module):
         passage_keep: Tensor,
         question_first: Tensor,
         question_keep: Tensor,
+        passage_shapes: Tensor | None = None,
     ) -> SpanOutput:
         """See the class docstring."""
         _check_first(passage_first, passage_keep, ids, "passage")
@@ -113,6 +127,19 @@ class EncoderSpanReader(SpanDecoding, nn.Module):
         # The null answer, at [CLS]: position 0 of [null; passage words] (B, 1 + S, D).
         passage = torch.cat([hidden[:, :1], passage], dim=1)
         with_null = torch.cat([passage_keep.new_ones(passage_keep.size(0), 1), passage_keep], 1)
+        if self.casing is not None:
+            if passage_shapes is None or passage_shapes.shape != passage_first.shape:
+                got = None if passage_shapes is None else tuple(passage_shapes.shape)
+                raise ValueError(
+                    f"this reader reads word shapes (casing_dim={self.config.casing_dim}): pass "
+                    f"passage_shapes of passage_first's shape {tuple(passage_first.shape)}, got "
+                    f"{got}"
+                )
+            shapes = torch.cat([passage_shapes.new_zeros(passage_shapes.size(0), 1),
+                                passage_shapes], 1)  # (B, 1 + S); 0 at [CLS]  # fmt: skip
+            passage = torch.cat([passage, self.casing(shapes)], dim=-1)  # (B, 1 + S, D + C)
+        elif passage_shapes is not None:
+            raise ValueError("passage_shapes given, but this reader has no casing (casing_dim=0)")
         start, end, weights = self.pointer(passage, with_null, question, question_keep)
         null = start[:, 0] + end[:, 0]  # (B,)
         return SpanOutput(start[:, 1:], end[:, 1:], weights, null_log_probs=null)

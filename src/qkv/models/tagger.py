@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from qkv.layers.crf import LinearChainCRF
 from qkv.layers.text_encoder import TextEncoderConfig
-from qkv.models.config_values import check_positive_ints
+from qkv.models.config_values import check_casing, check_positive_ints
 from qkv.models.outputs import TaggerOutput
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
@@ -84,15 +84,7 @@ class SequenceTaggerConfig(
         check_positive_ints(self, ("num_tags",))
         if not isinstance(self.crf, bool):
             raise ValueError(f"crf must be true or false, got {self.crf!r}")
-        for name in ("casing_dim", "num_shapes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        if self.casing_dim and self.num_shapes < 2:
-            raise ValueError(
-                f"casing_dim={self.casing_dim} needs num_shapes >= 2 (the word shapes it embeds), "
-                f"got {self.num_shapes}"
-            )
+        check_casing(self)
 
 
 class SequenceTagger(nn.Module):

@@ -173,8 +173,8 @@ class Reader:
         if config.task != "reading":
             raise ValueError(f"{directory} holds a {config.task} model, not a reader")
         data = config.section("data", ReadingDataConfig)
-        inputs = READING_INPUTS[input_kind(config.family)].load(directory, data)
         model_config = build_config(config.family, config.model)
+        inputs = READING_INPUTS[input_kind(config.family)].load(directory, data, model_config)
         if model_config.vocab_size != inputs.vocab_size:
             raise CheckpointError(
                 f"{directory}: the model has {model_config.vocab_size} embedding rows but its "

@@ -104,8 +104,9 @@ class Window:
     """The part of example ``example``'s passage one model row reads: ``size`` words from word
     ``offset``; ``cost``: its padded length in a batch; ``spans``: the gold spans lying whole
     in it, in window word positions. A subword window also holds its ids (``[CLS] question
-    [SEP] passage words [SEP]``) and the position of each question and passage word's first
-    subword in them; a word reader's window is the whole passage and needs none."""
+    [SEP] passage words [SEP]``), the position of each question and passage word's first
+    subword in them and each passage word's shape (:func:`~qkv.data.word_shape.word_shape`); a
+    word reader's window is the whole passage and needs none."""
 
     example: int
     offset: int
@@ -115,6 +116,7 @@ class Window:
     ids: tuple[int, ...] = ()
     question_first: tuple[int, ...] = ()
     passage_first: tuple[int, ...] = ()
+    passage_shapes: tuple[int, ...] = ()
 
 
 def batch_to(batch: B, device: torch.device | str) -> B:

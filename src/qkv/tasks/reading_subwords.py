@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from qkv.data.batching import plan_by_cost
 from qkv.data.errors import DataError
+from qkv.data.word_shape import SHAPES, word_shape
 from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.encoder_run import prepare_encoder
 from qkv.tasks.reading_inputs import (
@@ -43,9 +44,8 @@ def passage_windows(sizes: Sequence[int], budget: int, overlap: int) -> list[tup
     window holds at most ``budget`` subwords (a single word of more is a window of its own) and
     begins with as many of the previous window's last words as fit in ``overlap`` subwords
     (always fewer than all of them, and leaving room for the next word, so every window moves
-    on at both ends). With ``2 * overlap <= budget``
-    and no word over ``budget``, every run of words of at most ``overlap`` subwords lies whole
-    in some window."""
+    on at both ends). With ``2 * overlap <= budget`` and no word over ``budget``, every run of
+    words of at most ``overlap`` subwords lies whole in some window."""
     if budget < 1 or overlap < 0:
         raise ValueError(f"budget must be >= 1 and overlap >= 0, got {budget} and {overlap}")
     windows: list[tuple[int, int]] = []
@@ -75,7 +75,8 @@ def passage_windows(sizes: Sequence[int], budget: int, overlap: int) -> list[tup
 class SubwordBatch:
     """Padded windows: ``ids (B, T)`` and ``keep``; each word's first subword,
     ``passage_first (B, S)`` and ``question_first (B, Q)`` with their keep-masks; spans:
-    ``spans (B, G, 2)`` with ``span_keep (B, G)``, the gold answers in window word positions."""
+    ``spans (B, G, 2)`` with ``span_keep (B, G)``, the gold answers in window word positions;
+    ``passage_shapes (B, S)``: each passage word's shape, for a reader with the casing feature."""
 
     ids: Tensor
     keep: Tensor
@@ -85,13 +86,16 @@ class SubwordBatch:
     question_keep: Tensor
     spans: Tensor | None = None
     span_keep: Tensor | None = None
+    passage_shapes: Tensor | None = None
 
     def to(self, device: torch.device | str) -> SubwordBatch:
         return batch_to(self, device)
 
     def inputs(self) -> dict[str, Tensor]:
         """The keyword arguments of the reader's ``forward``."""
-        names = ("ids", "keep", "passage_first", "passage_keep", "question_first", "question_keep")
+        names = ["ids", "keep", "passage_first", "passage_keep", "question_first", "question_keep"]
+        if self.passage_shapes is not None:
+            names.append("passage_shapes")
         return {name: getattr(self, name) for name in names}
 
     @property
@@ -104,6 +108,7 @@ class SubwordBatch:
 
 
 def _positions(rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+    """``(values (B, W), keep (B, W))`` of rows of ints, right-padded with 0."""
     longest = max(len(r) for r in rows)
     first = torch.zeros(len(rows), longest, dtype=torch.long)
     keep = torch.zeros(len(rows), longest, dtype=torch.bool)
@@ -119,10 +124,11 @@ class SubwordReading:
     Args:
         inputs: the run's vocabulary and ``max_len``.
         overlap: the subwords neighbouring windows share (``data.window_overlap``).
+        casing: the batches carry each passage word's shape (a model with ``casing_dim > 0``).
     """
 
-    def __init__(self, inputs: TextInputs, overlap: int) -> None:
-        self.inputs, self.overlap = inputs, overlap
+    def __init__(self, inputs: TextInputs, overlap: int, casing: bool = False) -> None:
+        self.inputs, self.overlap, self.casing = inputs, overlap, casing
 
     @classmethod
     def prepare(
@@ -131,15 +137,19 @@ class SubwordReading:
         """The vocabulary (a pretrained encoder's, or a BPE trained on ``train``'s text) and the
         model, saved to the run's directory (:func:`~qkv.tasks.encoder_run.prepare_encoder`)."""
         text = [" ".join(words) for ex in train for words in (ex.passage, ex.question)]
-        encoder = prepare_encoder(run, labels=None, bpe_text=text, data=data)
-        return cls(encoder.inputs, data.window_overlap), encoder.model
+        encoder = prepare_encoder(
+            run, labels=None, bpe_text=text, data=data, extra={"num_shapes": len(SHAPES)}
+        )
+        casing = encoder.model.config.casing_dim > 0
+        return cls(encoder.inputs, data.window_overlap, casing), encoder.model
 
     @classmethod
-    def load(cls, directory: Path, data: ReadingDataConfig) -> SubwordReading:
+    def load(cls, directory: Path, data: ReadingDataConfig, model_config: Any) -> SubwordReading:
+        """The inputs of the model in ``directory`` (its config ``model_config``)."""
         inputs = TextInputs.load(
             directory / TOKENIZER_FILE, kind=data.tokenizer, max_len=data.max_len
         )
-        return cls(inputs, data.window_overlap)
+        return cls(inputs, data.window_overlap, model_config.casing_dim > 0)
 
     @property
     def vocab_size(self) -> int:
@@ -164,6 +174,7 @@ class SubwordReading:
                     "shorten it or raise data.max_len"
                 )
             pieces = [p[:budget] for p in self.inputs.subwords(ex.passage)]
+            shapes = [word_shape(word) for word in ex.passage]
             for start, end in passage_windows([len(p) for p in pieces], budget, self.overlap):
                 spans = tuple((a - start, b - start) for a, b in ex.spans if start <= a <= b < end)
                 ids, passage_first = list(question), []
@@ -173,7 +184,7 @@ class SubwordReading:
                 ids.append(sep_id)
                 out.append(
                     Window(number, start, end - start, len(ids), spans, tuple(ids),
-                           tuple(question_first), tuple(passage_first))
+                           tuple(question_first), tuple(passage_first), tuple(shapes[start:end]))
                 )  # fmt: skip
         return out
 
@@ -191,9 +202,10 @@ class SubwordReading:
             keep[i, : w.cost] = True
         passage_first, passage_keep = _positions([w.passage_first for w in windows])
         question_first, question_keep = _positions([w.question_first for w in windows])
+        shapes = _positions([w.passage_shapes for w in windows])[0] if self.casing else None
         return SubwordBatch(
             ids, keep, passage_first, passage_keep, question_first, question_keep,
-            **gold_spans([w.spans for w in windows], always=True),
+            **gold_spans([w.spans for w in windows], always=True), passage_shapes=shapes,
         )  # fmt: skip
 
     def training_batches(

@@ -162,7 +162,8 @@ class WordReading:
         return cls(vocab, data.anonymize), model
 
     @classmethod
-    def load(cls, directory: Path, data: ReadingDataConfig) -> WordReading:
+    def load(cls, directory: Path, data: ReadingDataConfig, model_config: Any) -> WordReading:
+        """The inputs of the model in ``directory``."""
         return cls(WordVocab.load(directory / VOCAB_FILE), data.anonymize)
 
     @property
