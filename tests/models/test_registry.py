@@ -45,7 +45,9 @@ def test_the_flat_keys_of_every_family():
         "num_tags", "crf", "casing_dim", "num_shapes",
     }  # fmt: skip
     assert model_fields("sequence_tagger")["d_model"] is int
-    assert set(model_fields("encoder_span_reader")) == TEXT_KEYS | {"max_answer_length"}
+    assert set(model_fields("encoder_span_reader")) == TEXT_KEYS | {
+        "max_answer_length", "casing_dim", "num_shapes",
+    }  # fmt: skip
     nested = {"encoder_classifier", "sequence_tagger", "encoder_span_reader"}
     for family in set(FAMILIES) - nested:
         fields = {f.name for f in dataclasses.fields(FAMILIES[family][0])}
