@@ -189,6 +189,16 @@ def log_prob_of(next_probs: NextProbs, table_id: int, tokens: Sequence[int]) -> 
     return total
 
 
+def repeats(prefix: Sequence[int], token: int, n: int) -> bool:
+    """Whether ``prefix + [token]`` holds some ``n``-gram twice, given that ``prefix`` does not
+    (``n = 0``: never): its last ``n``-gram occurs earlier, compared as plain tuples."""
+    tokens = [*prefix, token]
+    if n < 1 or len(tokens) < n:
+        return False
+    last = tuple(tokens[-n:])
+    return any(tuple(tokens[i : i + n]) == last for i in range(len(tokens) - n))
+
+
 def exhaustive(
     next_probs: NextProbs,
     table_id: int,
@@ -197,6 +207,7 @@ def exhaustive(
     min_len: int = 0,
     alpha: float = 0.0,
     vocab: int = VOCAB,
+    no_repeat: int = 0,
 ) -> list[tuple[list[int], float, float]]:
     """Every output of ``min_len .. max_len`` tokens as ``(tokens, score, log_prob)``, best first:
     the answer an infinitely wide beam gives (an independent reference: no tensors, no beam)."""
@@ -209,7 +220,7 @@ def exhaustive(
             outputs.append((prefix, total / lp(len(prefix) + 1, alpha), total))
         if len(prefix) < max_len:
             for token in range(vocab):
-                if token != EOS and probs[token] > 0:
+                if token != EOS and probs[token] > 0 and not repeats(prefix, token, no_repeat):
                     visit([*prefix, token], log_prob + math.log(probs[token]))
 
     visit([], 0.0)
@@ -226,6 +237,7 @@ def reference_beam(
     alpha: float = 0.0,
     n_best: int = 1,
     vocab: int = VOCAB,
+    no_repeat: int = 0,
 ) -> list[tuple[list[int], float, float]]:
     """The documented beam search for one sentence in plain Python, run to the end (no early
     stop, no tensors): ``(tokens, score, log_prob)`` best first."""
@@ -237,6 +249,7 @@ def reference_beam(
             probs = next_probs(table_id, tuple(prefix))
             for token in range(vocab):
                 allowed = (token != EOS or step >= min_len) and (token == EOS or step < max_len)
+                allowed = allowed and (token == EOS or not repeats(prefix, token, no_repeat))
                 if allowed and probs[token] > 0:
                     candidates.append((prefix, token, log_prob + math.log(probs[token])))
         candidates.sort(key=lambda candidate: -candidate[2])  # stable: ties keep their order

@@ -30,6 +30,7 @@ from tests.decoding.scripted import (
     lp,
     random_table,
     reference_beam,
+    repeats,
     source,
     table,
 )
@@ -364,6 +365,81 @@ def test_matches_the_reference_beam_run_to_max_len(seed, beam_size, data, alpha,
             assert min_len <= len(h.tokens) <= max_len and EOS not in h.tokens
         # Distinct, and n_best of them unless fewer outputs exist (max_len = 0: only []).
         assert len({tuple(h.tokens) for h in hyps}) == len(hyps) == min(n_best, 1 + 5 * max_len)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10**6), alpha=ALPHAS, n=st.integers(1, 2), min_len=st.integers(0, 2))
+def test_no_repeat_ngram_wide_beam_finds_the_exhaustive_best(seed, alpha, n, min_len):
+    # The exhaustive reference drops every output that holds an n-gram twice, in plain Python.
+    next_probs = random_table(seed)
+    hyps = search(
+        next_probs,
+        table_id=61,
+        beam_size=150,
+        n_best=8,
+        max_len=3,
+        min_len=min_len,
+        length_penalty=alpha,
+        no_repeat_ngram=n,
+    )
+    expected = exhaustive(next_probs, 61, max_len=3, min_len=min_len, alpha=alpha, no_repeat=n)[:8]
+    assert [h.tokens for h in hyps] == [tokens for tokens, _, _ in expected]
+    for h, (_, score, _) in zip(hyps, expected, strict=True):
+        assert h.score == pytest.approx(score, abs=TOL)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    beam_size=st.integers(1, 4),
+    n=st.integers(1, 3),
+    max_len=st.integers(0, 7),
+)
+def test_no_repeat_ngram_matches_the_reference_beam(seed, beam_size, n, max_len):
+    next_probs = random_table(seed, eos_growth=0.2)  # long outputs, where n-grams repeat
+    table_ids, src_lengths = [73, 74], [4, 5]
+    src, lengths = source(table_ids, src_lengths)
+    batch = beam_search(
+        ScriptedModel(next_probs), src, lengths, beam_size=beam_size, max_len=max_len,
+        length_penalty=0.0, no_repeat_ngram=n,
+    )  # fmt: skip
+    greedy = greedy_search(ScriptedModel(next_probs), src, lengths, max_len=max_len,
+                           no_repeat_ngram=n)  # fmt: skip
+    for table_id, hyps, greedy_hyp in zip(table_ids, batch, greedy, strict=True):
+        expected = reference_beam(
+            next_probs, table_id, beam_size=beam_size, max_len=max_len, no_repeat=n
+        )
+        assert [h.tokens for h in hyps] == [tokens for tokens, _, _ in expected]
+        for tokens in (hyps[0].tokens, greedy_hyp.tokens):
+            grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+            assert len(grams) == len(set(grams))  # no n-gram twice
+        (first,) = reference_beam(next_probs, table_id, beam_size=1, max_len=max_len, no_repeat=n)
+        assert greedy_hyp.tokens == first[0]
+        assert greedy_hyp.log_prob == pytest.approx(first[2], abs=TOL)
+
+
+def test_repeated_ngram_tokens_by_hand():
+    from qkv.decoding._common import repeated_ngram_tokens
+
+    history = torch.tensor([[3, 4, 3, 5, 3], [1, 1, 1, 1, 1]])
+    # Row 0 ends in 3: the bigrams that start with 3 are (3, 4) and (3, 5), so 4 and 5 are
+    # blocked for n = 2; for n = 3 the last two tokens (5, 3) occurred nowhere before.
+    assert repeated_ngram_tokens(history, 2, 8)[0].nonzero().flatten().tolist() == [4, 5]
+    assert not repeated_ngram_tokens(history, 3, 8)[0].any()
+    assert repeated_ngram_tokens(history, 1, 8)[0].nonzero().flatten().tolist() == [3, 4, 5]
+    assert repeated_ngram_tokens(history, 3, 8)[1].nonzero().flatten().tolist() == [1]
+    assert not repeated_ngram_tokens(history[:, :1], 2, 8).any()  # nothing to repeat yet
+    assert repeats([3, 4, 3], 4, 2) and not repeats([3, 4, 3], 5, 2)  # the reference agrees
+
+
+def test_no_repeat_ngram_is_refused_unless_an_int_of_at_least_zero():
+    src, lengths = source([7], [4])
+    for bad in (-1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="no_repeat_ngram"):
+            beam_search(ScriptedModel(TRAP), src, lengths, beam_size=2, max_len=4,
+                        no_repeat_ngram=bad)  # fmt: skip
+        with pytest.raises(ValueError, match="no_repeat_ngram"):
+            greedy_search(ScriptedModel(TRAP), src, lengths, max_len=4, no_repeat_ngram=bad)
 
 
 def test_hypothesis_is_frozen():

@@ -10,9 +10,11 @@ Length convention of both searches (``tokens`` excludes BOS and the final EOS):
   depends on the other sentences of its batch.
 
 Tokens in ``forbidden_ids`` are never generated (a captioner's ``<bos>`` and ``<pad>``, which
-are never targets). A forbidden token gets log-probability ``-inf``; the others keep the model's
-log-probabilities (they are not renormalised), so every score is the model's log-probability of
-the output.
+are never targets). With ``no_repeat_ngram = n > 0`` no output holds the same ``n``-gram twice
+(Paulus et al. 2018's trigram blocking for summaries, ``n = 3``): a token that would complete an
+``n``-gram already in the hypothesis is forbidden at that step. A forbidden or blocked token gets
+log-probability ``-inf``; the others keep the model's log-probabilities (they are not
+renormalised), so every score is the model's log-probability of the output.
 """
 
 from __future__ import annotations
@@ -61,6 +63,30 @@ def check_forbidden(forbidden_ids: Sequence[int], eos_id: int) -> tuple[int, ...
     return forbidden
 
 
+def check_no_repeat(no_repeat_ngram: int) -> int:
+    """``no_repeat_ngram`` as an int ``>= 0`` (0: no blocking)."""
+    if isinstance(no_repeat_ngram, bool) or not isinstance(no_repeat_ngram, int):
+        raise ValueError(f"no_repeat_ngram must be an int >= 0, got {no_repeat_ngram!r}")
+    if no_repeat_ngram < 0:
+        raise ValueError(f"no_repeat_ngram must be >= 0 (0 blocks nothing), got {no_repeat_ngram}")
+    return no_repeat_ngram
+
+
+def repeated_ngram_tokens(history: Tensor, n: int, vocab: int) -> Tensor:
+    """``(N, V)`` bool: ``True`` where a token would complete an ``n``-gram that row ``i`` of
+    ``history (N, t)`` already holds (its last ``n - 1`` tokens followed by that token)."""
+    rows, length = history.shape
+    blocked = torch.zeros(rows, vocab, dtype=torch.bool, device=history.device)
+    if n < 1 or length < n:
+        return blocked
+    grams = history.unfold(1, n, 1)  # (N, t - n + 1, n): every n-gram so far
+    prefix = history[:, length - n + 1 :]  # (N, n - 1): the last n - 1 tokens
+    same = (grams[:, :, : n - 1] == prefix[:, None, :]).all(dim=-1)  # (N, t - n + 1)
+    counts = torch.zeros(rows, vocab, dtype=torch.long, device=history.device)
+    counts.scatter_add_(1, grams[:, :, -1], same.long())  # the token that ended each match
+    return counts > 0
+
+
 def positions(encoded: Encoding) -> Tensor:
     """``encoded.keep`` as ``(B, S)``: ``True`` at the real positions of each sentence."""
     keep = getattr(encoded, "keep", None)
@@ -91,11 +117,14 @@ def checked_step(
     max_len: Tensor,
     eos_id: int,
     forbidden: tuple[int, ...] = (),
+    history: Tensor | None = None,
+    no_repeat_ngram: int = 0,
 ) -> tuple[StepOutput, Tensor]:
     """Run ``model.step`` and return its output and the constrained log-probabilities.
 
     ``max_len`` is ``(N,)``: the limit of each row's sentence; ``forbidden``: token ids never
-    generated.
+    generated; ``history (N, t)``: each row's tokens so far, which ``no_repeat_ngram > 0``
+    reads to block repeated n-grams.
 
     Returns:
         ``(out, log_probs)``: ``log_probs (N, V)`` in float64 (sums of many terms stay exact to
@@ -129,6 +158,10 @@ def checked_step(
         log_probs = log_probs.index_fill(
             1, torch.tensor([eos_id], device=log_probs.device), -math.inf
         )
+    if no_repeat_ngram and history is not None:
+        blocked = repeated_ngram_tokens(history, no_repeat_ngram, vocab)  # (N, V)
+        blocked[:, eos_id] = False  # EOS never repeats an n-gram: it ends the output
+        log_probs = log_probs.masked_fill(blocked, -math.inf)
     at_limit = max_len <= step  # (N,)
     if bool(at_limit.any()):
         only_eos = torch.ones(vocab, dtype=torch.bool, device=log_probs.device)

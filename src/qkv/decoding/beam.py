@@ -46,6 +46,7 @@ from qkv.decoding._common import (
     append_attention,
     check_forbidden,
     check_limits,
+    check_no_repeat,
     checked_step,
     positions,
     sentence_limits,
@@ -99,6 +100,7 @@ def beam_search(
     eos_id: int = 2,
     pad_id: int = 0,
     forbidden_ids: Sequence[int] = (),
+    no_repeat_ngram: int = 0,
 ) -> list[list[Hypothesis]]:
     """Decode every sentence of a batch with beam search.
 
@@ -121,6 +123,8 @@ def beam_search(
         eos_id: the token that ends a hypothesis.
         pad_id: the token fed to empty beam slots (their outputs are never used).
         forbidden_ids: tokens never generated (their log-probability is ``-inf``).
+        no_repeat_ngram: ``n > 0``: no output holds the same ``n``-gram twice (a token that
+            would repeat one gets log-probability ``-inf``); ``0`` blocks nothing.
 
     Returns:
         For each sentence, in batch order, its ``n_best`` distinct hypotheses, best score first.
@@ -130,6 +134,7 @@ def beam_search(
     """
     check_limits(max_len, min_len)
     forbidden = check_forbidden(forbidden_ids, eos_id)
+    no_repeat_ngram = check_no_repeat(no_repeat_ngram)
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got beam_size={beam_size}")
     if not 1 <= n_best <= beam_size:
@@ -172,6 +177,8 @@ def beam_search(
             max_len=row_limits,
             eos_id=eos_id,
             forbidden=forbidden,
+            history=history,
+            no_repeat_ngram=no_repeat_ngram,
         )  # log_probs (n*K, V)
         vocab = log_probs.size(1)
         attn_history = append_attention(attn_history, out.attention, step)  # (n*K, t+1, S)

@@ -22,6 +22,7 @@ from qkv.decoding._common import (
     append_attention,
     check_forbidden,
     check_limits,
+    check_no_repeat,
     checked_step,
     positions,
     sentence_limits,
@@ -40,6 +41,7 @@ def greedy_search(
     bos_id: int = 1,
     eos_id: int = 2,
     forbidden_ids: Sequence[int] = (),
+    no_repeat_ngram: int = 0,
 ) -> list[Hypothesis]:
     """Decode every sentence of a batch greedily.
 
@@ -57,6 +59,8 @@ def greedy_search(
         bos_id: the token fed at the first step.
         eos_id: the token that ends a sentence.
         forbidden_ids: tokens never generated (their log-probability is ``-inf``).
+        no_repeat_ngram: ``n > 0``: no output holds the same ``n``-gram twice (a token that
+            would repeat one gets log-probability ``-inf``); ``0`` blocks nothing.
 
     Returns:
         One :class:`Hypothesis` per sentence, in batch order; ``score == log_prob``.
@@ -64,6 +68,7 @@ def greedy_search(
     """
     check_limits(max_len, min_len)
     forbidden = check_forbidden(forbidden_ids, eos_id)
+    no_repeat_ngram = check_no_repeat(no_repeat_ngram)
     encoded = model.encode(*inputs)
     real = positions(encoded)  # (B, S): the columns each hypothesis's attention keeps
     batch, device = real.size(0), real.device
@@ -90,6 +95,8 @@ def greedy_search(
             max_len=limits[active],
             eos_id=eos_id,
             forbidden=forbidden,
+            history=history,
+            no_repeat_ngram=no_repeat_ngram,
         )  # log_probs (N, V)
         tokens = log_probs.argmax(dim=-1)  # (N,) the first maximum: lowest id on ties
         log_prob = log_prob + log_probs.gather(1, tokens[:, None]).squeeze(1)
