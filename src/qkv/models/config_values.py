@@ -177,3 +177,18 @@ def describe(hint: Any) -> str:
         return "a mapping with string keys"
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     return names.get(hint, str(hint))
+
+
+def check_copy(copy: object, coverage: object, src_vocab_size: int, tgt_vocab_size: int) -> None:
+    """Refuse ``copy``/``coverage`` values that are not booleans, coverage without copying, and
+    copying between two vocabularies (a copied source id must mean the same target word)."""
+    for name, value in (("copy", copy), ("coverage", coverage)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
+    if coverage and not copy:
+        raise ValueError("coverage=True needs copy=True (coverage acts on the copy attention)")
+    if copy and src_vocab_size != tgt_vocab_size:
+        raise ValueError(
+            "copy=True needs one vocabulary for source and target, got src_vocab_size="
+            f"{src_vocab_size} and tgt_vocab_size={tgt_vocab_size}"
+        )

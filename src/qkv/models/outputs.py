@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+from qkv.layers.copy import CopyOutput
+
 
 @dataclass(frozen=True)
 class Seq2SeqOutput:
@@ -20,10 +22,13 @@ class Seq2SeqOutput:
         logits: ``(B, T, V)`` next-token scores for every target position.
         attentions: ``{"encoder" | "decoder" | "cross": [(B, H, Tq, Tk) per layer]}``; filled only
             when ``need_weights=True``.
+        copy: a copying model's copy attention ``(B, T, S)``, ``p_gen`` logit ``(B, T)`` and
+            coverage loss (:class:`~qkv.layers.copy.CopyOutput`); ``None`` for the others.
     """
 
     logits: Tensor
     attentions: dict[str, list[Tensor]] = field(default_factory=dict)
+    copy: CopyOutput | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,13 @@ Neural Networks"): in training, each input token after the first is the gold ``y
 probability ``teacher_forcing`` and the model's own argmax prediction otherwise. In eval mode the
 gold prefix is always used.
 
+Copying (``copy=True``): See et al. 2017's pointer-generator, :mod:`qkv.layers.copy`. The decoder's
+output ``s_t`` (the features before ``W_o``) and input embedding ``x_t`` feed a copy attention over
+the encoder states and ``p_gen``; the model then reads ``src_ext`` (each source token's id in the
+extended vocabulary), and ``step`` returns log-probabilities over it. ``coverage=True`` adds the
+coverage vector to the copy attention's score and reports the coverage loss. Copying needs one
+vocabulary for source and target (a copied word has the same id on both sides).
+
 The model implements the step protocol of :mod:`qkv.decoding.protocol`; ``step`` reproduces
 ``forward``'s teacher-forced log-probabilities in eval mode.
 """
@@ -35,6 +42,13 @@ import torch
 from torch import Tensor, nn
 
 from qkv.attention.scores import Additive, Dot, General, Score
+from qkv.layers.copy import (
+    CopyEncoding,
+    CopyHead,
+    CopyState,
+    check_extended_ids,
+    extended_log_probs,
+)
 from qkv.layers.recurrent import (
     BahdanauDecoder,
     EncoderOutput,
@@ -44,7 +58,12 @@ from qkv.layers.recurrent import (
     RecurrentEncoder,
     RecurrentState,
 )
-from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.models.config_values import (
+    check_choice,
+    check_copy,
+    check_fractions,
+    check_positive_ints,
+)
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
 from qkv.models.sizes import check_parameters, recurrent_layers
 
@@ -69,7 +88,11 @@ class Seq2SeqRNNConfig:
         luong_score: ``"dot"``, ``"general"`` or ``"concat"`` (used by ``attention="luong"``).
         dropout: on embeddings, between RNN layers and before the output layer.
         teacher_forcing: probability of feeding the gold token in training (scheduled sampling).
-        pad_id, bos_id, eos_id: special token ids (``<pad>`` 0, ``<s>`` 1, ``</s>`` 2).
+        copy: the pointer-generator's copy head (See et al. 2017); needs
+            ``src_vocab_size == tgt_vocab_size`` (one shared vocabulary).
+        coverage: coverage in the copy attention and its loss (needs ``copy``).
+        pad_id, bos_id, eos_id, unk_id: special token ids (``<pad>`` 0, ``<s>`` 1, ``</s>`` 2,
+            ``<unk>`` 3: what an extended id ``>= V`` is fed back to the decoder as).
     """
 
     src_vocab_size: int
@@ -82,17 +105,23 @@ class Seq2SeqRNNConfig:
     luong_score: str = "general"
     dropout: float = 0.2
     teacher_forcing: float = 1.0
+    copy: bool = False
+    coverage: bool = False
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
+    unk_id: int = 3
 
     def __post_init__(self) -> None:
-        specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        specials = {
+            "pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id,
+            "unk_id": self.unk_id,
+        }  # fmt: skip
         for name, value in specials.items():
             if not _is_int(value) or value < 0:
                 raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-        if len(set(specials.values())) != 3:
-            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {specials}")
+        if len(set(specials.values())) != 4:
+            raise ValueError(f"pad_id, bos_id, eos_id and unk_id must differ, got {specials}")
         for name in ("src_vocab_size", "tgt_vocab_size"):
             value = getattr(self, name)
             if not _is_int(value) or value <= max(specials.values()):
@@ -107,6 +136,12 @@ class Seq2SeqRNNConfig:
         check_fractions(self, ("dropout",))
         if not _is_real(self.teacher_forcing) or not 0.0 <= self.teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {self.teacher_forcing!r}")
+        check_copy(self.copy, self.coverage, self.src_vocab_size, self.tgt_vocab_size)
+        if self.copy and self.teacher_forcing < 1.0:
+            raise ValueError(
+                "scheduled sampling (teacher_forcing < 1) is not available with copy=True; "
+                "pass teacher_forcing=1.0"
+            )
         e, h, ds, gates = self.embed_dim, self.hidden_dim, 2 * self.hidden_dim, 4
         encoder = 2 * recurrent_layers(self.num_layers, e, h, gates=gates)  # two directions
         decoder = recurrent_layers(self.num_layers, e + ds, ds, gates=gates)  # input feeding
@@ -182,31 +217,62 @@ class Seq2SeqRNN(nn.Module):
         self.decoder = build_decoder(config)
         self.dropout = nn.Dropout(config.dropout)
         self.generator = nn.Linear(self.decoder.output_dim, config.tgt_vocab_size)
+        self.copy_head = (
+            CopyHead(
+                self.decoder.output_dim, 2 * config.hidden_dim, config.embed_dim,
+                attention_dim=config.decoder_dim, coverage=config.coverage,
+            )
+            if config.copy
+            else None
+        )  # fmt: skip
 
     def forward(
-        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_lengths: Tensor,
+        tgt_in: Tensor,
+        *,
+        src_ext: Tensor | None = None,
+        need_weights: bool = False,
     ) -> Seq2SeqOutput:
         """Teacher-forced (or, in training, scheduled-sampling) logits for every target position.
 
+        Args:
+            src_ext: ``(B, S)`` the source's extended ids, for a copying model (default: ``src``,
+                no out-of-vocabulary slots); ``tgt_in`` may then hold extended ids, fed as
+                ``unk_id``.
+
         Returns:
-            :class:`Seq2SeqOutput` with logits ``(B, T, V)`` and, when ``need_weights`` and the
-            model attends, ``attentions["cross"] = [(B, 1, T, S)]``.
+            :class:`Seq2SeqOutput` with logits ``(B, T, V)``, the copy head's output for a
+            copying model and, when ``need_weights`` and the model attends,
+            ``attentions["cross"] = [(B, 1, T, S)]``.
         """
         if tgt_in.dim() != 2 or tgt_in.size(0) != src.size(0) or tgt_in.size(1) == 0:
             raise ValueError(
                 f"tgt_in must be (B, T) with T >= 1 and B = {src.size(0)} as in src, "
                 f"got shape {tuple(tgt_in.shape)}"
             )
-        state = self.init_state(self.encode(src, src_lengths))
+        encoded = self.encode(src, src_lengths, src_ext)
+        state = self.init_state(encoded)
+        copy = None
         if self.training and self.config.teacher_forcing < 1.0:
             logits, weights = self._scheduled_sampling(tgt_in, state, need_weights)
         else:
-            emb = self.dropout(self.tgt_embed(tgt_in))  # (B, T, E)
-            features, weights = self.decoder(emb, state, need_weights=need_weights)
+            emb = self.dropout(self.tgt_embed(self._fed(tgt_in)))  # (B, T, E)
+            decoder_state = state.decoder if isinstance(state, CopyState) else state
+            features, weights = self.decoder(emb, decoder_state, need_weights=need_weights)
             logits = self.generator(self.dropout(features))  # (B, T, V)
+            if isinstance(state, CopyState) and self.copy_head is not None:
+                copy, _ = self.copy_head(features, emb, state.source)
         if not need_weights or weights is None:
-            return Seq2SeqOutput(logits)
-        return Seq2SeqOutput(logits, {"cross": [weights.unsqueeze(1)]})  # (B, 1, T, S)
+            return Seq2SeqOutput(logits, copy=copy)
+        return Seq2SeqOutput(logits, {"cross": [weights.unsqueeze(1)]}, copy=copy)  # (B,1,T,S)
+
+    def _fed(self, tokens: Tensor) -> Tensor:
+        """``tokens`` with extended ids (``>= V``, copied words) fed as ``unk_id``."""
+        if self.copy_head is None:
+            return tokens
+        return tokens.masked_fill(tokens >= self.config.tgt_vocab_size, self.config.unk_id)
 
     def _scheduled_sampling(
         self, tgt_in: Tensor, state: RecurrentState, need_weights: bool
@@ -229,8 +295,11 @@ class Seq2SeqRNN(nn.Module):
 
     # --- the step protocol (qkv.decoding.protocol) ---------------------------------------------
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
-        """Run the encoder once per batch. ``src (B, S)``, ``src_lengths (B,)`` in ``[1, S]``."""
+    def encode(
+        self, src: Tensor, src_lengths: Tensor, src_ext: Tensor | None = None
+    ) -> EncoderOutput | CopyEncoding:
+        """Run the encoder once per batch. ``src (B, S)``, ``src_lengths (B,)`` in ``[1, S]``;
+        ``src_ext (B, S)`` the extended ids of a copying model's source (default ``src``)."""
         if src.dim() != 2 or src_lengths.shape != (src.size(0),):
             raise ValueError(
                 f"src must be (B, S) and src_lengths (B,), got shapes {tuple(src.shape)} and "
@@ -241,20 +310,44 @@ class Seq2SeqRNN(nn.Module):
                 f"src_lengths must lie in [1, S={src.size(1)}] for a non-empty batch, got "
                 f"{src_lengths.tolist()}"
             )
-        return self.encoder(src, src_lengths)
+        encoded = self.encoder(src, src_lengths)
+        if self.copy_head is None:
+            if src_ext is not None:
+                raise ValueError("src_ext is for a copying model; this one has copy=False")
+            return encoded
+        ext = src if src_ext is None else src_ext
+        check_extended_ids(src, ext, self.config.src_vocab_size, self.config.unk_id)
+        return CopyEncoding(encoded, ext)
 
-    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
-        """Decoder state before the first target token (the bridged encoder final states)."""
-        return self.decoder.init_state(encoded)
+    def init_state(self, encoded: EncoderOutput | CopyEncoding) -> RecurrentState | CopyState:
+        """Decoder state before the first target token (the bridged encoder final states; for
+        a copying model also the copy head's prepared source)."""
+        if not isinstance(encoded, CopyEncoding) or self.copy_head is None:
+            return self.decoder.init_state(encoded)
+        inner: EncoderOutput = encoded.inner
+        source = self.copy_head.prepare(
+            inner.memory, inner.keep, encoded.ext, self.config.tgt_vocab_size
+        )
+        return CopyState(self.decoder.init_state(inner), source)
 
-    def step(self, tokens: Tensor, state: RecurrentState) -> StepOutput:
-        """Feed ``tokens (B,)`` (``y_{t-1}``); return ``(B, V)`` log-probs, the next state and the
-        ``(B, S)`` attention of this step (``None`` for ``attention="none"``)."""
-        emb = self.dropout(self.tgt_embed(tokens))  # (B, E)
-        features, state, weights = self.decoder.step(emb, state, need_weights=True)
-        logits = self.generator(self.dropout(features))  # (B, V)
-        return StepOutput(logits.log_softmax(dim=-1), state, weights)
+    def step(self, tokens: Tensor, state: RecurrentState | CopyState) -> StepOutput:
+        """Feed ``tokens (B,)`` (``y_{t-1}``); return ``(B, V)`` log-probs (``(B, Vx)`` over the
+        extended vocabulary for a copying model), the next state and the ``(B, S)`` attention of
+        this step (the copy attention for a copying model; ``None`` for ``attention="none"``)."""
+        emb = self.dropout(self.tgt_embed(self._fed(tokens)))  # (B, E)
+        decoder_state = state.decoder if isinstance(state, CopyState) else state
+        features, decoder_state, weights = self.decoder.step(emb, decoder_state, need_weights=True)
+        log_probs = self.generator(self.dropout(features)).log_softmax(dim=-1)  # (B, V)
+        if not isinstance(state, CopyState) or self.copy_head is None:
+            return StepOutput(log_probs, decoder_state, weights)
+        out, source = self.copy_head(features[:, None], emb[:, None], state.source)
+        mixed = extended_log_probs(log_probs[:, None], out, source.ext, source.extended_size)
+        return StepOutput(mixed[:, 0], CopyState(decoder_state, source), out.weights[:, 0])
 
-    def select_state(self, state: RecurrentState, index: Tensor) -> RecurrentState:
+    def select_state(
+        self, state: RecurrentState | CopyState, index: Tensor
+    ) -> RecurrentState | CopyState:
         """Rows ``index (B',)`` of every tensor of ``state``, encoder memory included."""
+        if isinstance(state, CopyState):
+            return CopyState(state.decoder.index_select(index), state.source.index_select(index))
         return state.index_select(index)

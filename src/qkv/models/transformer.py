@@ -20,6 +20,12 @@ Each sub-layer is ``LayerNorm(x + Dropout(Sublayer(x)))`` (post-norm, the paper)
 ``x + Dropout(Sublayer(LayerNorm(x)))`` with a final LayerNorm (pre-norm, ``norm_first=True``);
 see :mod:`qkv.layers.transformer`.
 
+Copying (``copy=True``): See et al. 2017's pointer-generator (:mod:`qkv.layers.copy`), with the
+decoder's last hidden state as ``s_t``, the target embedding (positions added) as ``x_t`` and the
+encoder output as the states it copies from; ``coverage=True`` adds coverage. Copying needs one
+vocabulary (``src_vocab_size == tgt_vocab_size``); ``src_ext`` and extended ids are read as in
+:class:`qkv.models.seq2seq_rnn.Seq2SeqRNN`.
+
 Decoding uses the step protocol of :mod:`qkv.decoding.protocol`: :meth:`Transformer.encode` runs
 the encoder once; :meth:`Transformer.init_state` projects the memory into one static
 cross-attention cache per layer, once; each :meth:`Transformer.step` feeds one token and appends
@@ -36,10 +42,22 @@ from torch import Tensor, nn
 
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import padding_mask
+from qkv.layers.copy import (
+    CopyEncoding,
+    CopyHead,
+    CopyState,
+    check_extended_ids,
+    extended_log_probs,
+)
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.layers.transformer import TransformerDecoder, TransformerEncoder
-from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.models.config_values import (
+    check_choice,
+    check_copy,
+    check_fractions,
+    check_positive_ints,
+)
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
 from qkv.models.sizes import check_parameters, transformer_layers
 
@@ -69,6 +87,9 @@ class TransformerConfig:
             positions they are added to (fairseq and Tensor2Tensor; with a vocabulary of
             thousands, Xavier starts the scaled embeddings about three times smaller than the
             positions, and with a tied output layer the first logits as small).
+        copy: the pointer-generator's copy head (See et al. 2017); needs equal vocabularies.
+        coverage: coverage in the copy attention and its loss (needs ``copy``).
+        unk_id: the unknown word, what an extended id ``>= V`` is fed back to the decoder as.
     """
 
     src_vocab_size: int
@@ -85,6 +106,9 @@ class TransformerConfig:
     tie_output: bool = True
     pad_id: int = 0
     embed_init: str = "xavier"
+    copy: bool = False
+    coverage: bool = False
+    unk_id: int = 3
 
     def __post_init__(self) -> None:
         check_positive_ints(
@@ -105,8 +129,13 @@ class TransformerConfig:
                 f"src_vocab_size={self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size}"
             )
         smallest = min(self.src_vocab_size, self.tgt_vocab_size)
-        if not 0 <= self.pad_id < smallest:
-            raise ValueError(f"pad_id={self.pad_id} must lie in [0, {smallest})")
+        for name in ("pad_id", "unk_id"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < smallest:
+                raise ValueError(f"{name}={value!r} must be an int in [0, {smallest})")
+        if self.unk_id == self.pad_id:
+            raise ValueError(f"unk_id and pad_id must differ, got {self.unk_id} for both")
+        check_copy(self.copy, self.coverage, self.src_vocab_size, self.tgt_vocab_size)
         d, tgt = self.d_model, self.tgt_vocab_size
         embeddings = self.src_vocab_size * d + (0 if self.share_embeddings else tgt * d)
         layers = transformer_layers(self.num_encoder_layers, d, self.d_ff) + transformer_layers(
@@ -190,6 +219,12 @@ class Transformer(nn.Module):
         self.output_proj = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         if c.tie_output:
             self.output_proj.weight = self.tgt_embed.weight  # one tensor, (V, D)
+        self.copy_head = (
+            CopyHead(c.d_model, c.d_model, c.d_model, attention_dim=c.d_model,
+                     coverage=c.coverage)
+            if c.copy
+            else None
+        )  # fmt: skip
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -221,12 +256,38 @@ class Transformer(nn.Module):
 
     # -- teacher forcing --------------------------------------------------------------------------
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> TransformerEncoding:
-        """Run the encoder once over ``src (B, S)`` with true lengths ``(B,)``."""
-        return self._encode(src, src_lengths, need_weights=False)[0]
+    def encode(
+        self, src: Tensor, src_lengths: Tensor, src_ext: Tensor | None = None
+    ) -> TransformerEncoding | CopyEncoding:
+        """Run the encoder once over ``src (B, S)`` with true lengths ``(B,)``; a copying model
+        also keeps ``src_ext (B, S)``, the source's extended ids (default ``src``)."""
+        return self._with_ext(self._encode(src, src_lengths, need_weights=False)[0], src, src_ext)
+
+    def _with_ext(
+        self, encoding: TransformerEncoding, src: Tensor, src_ext: Tensor | None
+    ) -> TransformerEncoding | CopyEncoding:
+        if self.copy_head is None:
+            if src_ext is not None:
+                raise ValueError("src_ext is for a copying model; this one has copy=False")
+            return encoding
+        ext = src if src_ext is None else src_ext
+        check_extended_ids(src, ext, self.config.src_vocab_size, self.config.unk_id)
+        return CopyEncoding(encoding, ext)
+
+    def _fed(self, tokens: Tensor) -> Tensor:
+        """``tokens`` with extended ids (``>= V``, copied words) fed as ``unk_id``."""
+        if self.copy_head is None:
+            return tokens
+        return tokens.masked_fill(tokens >= self.config.tgt_vocab_size, self.config.unk_id)
 
     def forward(
-        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *, need_weights: bool = False
+        self,
+        src: Tensor,
+        src_lengths: Tensor,
+        tgt_in: Tensor,
+        *,
+        src_ext: Tensor | None = None,
+        need_weights: bool = False,
     ) -> Seq2SeqOutput:
         """Logits for every target position (teacher forcing).
 
@@ -234,33 +295,39 @@ class Transformer(nn.Module):
             src: ``(B, S)`` source ids, right-padded; src_lengths: ``(B,)`` true lengths.
             tgt_in: ``(B, T)`` decoder inputs ([BOS] + target). Padding at the end needs no mask:
                 the causal mask keeps every real position from seeing it.
+            src_ext: ``(B, S)`` the source's extended ids, for a copying model (default
+                ``src``); ``tgt_in`` may then hold extended ids, fed as ``unk_id``.
             need_weights: also return ``attentions`` (the logits are the same either way):
                 ``"encoder"`` ``(B, H, S, S)``, ``"decoder"`` ``(B, H, T, T)`` and ``"cross"``
                 ``(B, H, T, S)``, one per layer.
 
         Returns:
-            :class:`Seq2SeqOutput` with ``logits (B, T, V)``.
+            :class:`Seq2SeqOutput` with ``logits (B, T, V)`` and a copying model's copy head
+            output.
         """
         if tgt_in.dim() != 2 or tgt_in.size(0) != src.size(0):
             raise ValueError(
                 f"tgt_in must be (B={src.size(0)}, T) token ids, got shape {tuple(tgt_in.shape)}"
             )
         encoding, enc_weights = self._encode(src, src_lengths, need_weights=need_weights)
-        out = self.decoder(
-            self.embed_target(tgt_in),
-            encoding.memory,
-            memory_keep=encoding.keep,
-            need_weights=need_weights,
-        )
+        encoded = self._with_ext(encoding, src, src_ext)
+        x = self.embed_target(self._fed(tgt_in))  # (B, T, D)
+        out = self.decoder(x, encoding.memory, memory_keep=encoding.keep, need_weights=need_weights)
         logits = self.output_proj(out.hidden)  # (B, T, V)
+        copy = None
+        if isinstance(encoded, CopyEncoding) and self.copy_head is not None:
+            source = self.copy_head.prepare(
+                encoding.memory, encoding.keep, encoded.ext, self.config.tgt_vocab_size
+            )
+            copy, _ = self.copy_head(out.hidden, x, source)
         if not need_weights:
-            return Seq2SeqOutput(logits)
+            return Seq2SeqOutput(logits, copy=copy)
         attentions = {
             "encoder": enc_weights,
             "decoder": out.self_weights,
             "cross": out.cross_weights,
         }
-        return Seq2SeqOutput(logits, attentions)
+        return Seq2SeqOutput(logits, attentions, copy=copy)
 
     def _encode(
         self, src: Tensor, src_lengths: Tensor, *, need_weights: bool
@@ -279,11 +346,11 @@ class Transformer(nn.Module):
 
     def init_state(
         self,
-        encoded: TransformerEncoding,
+        encoded: TransformerEncoding | CopyEncoding,
         *,
         max_len: int | None = None,
         need_attention: bool = True,
-    ) -> TransformerState:
+    ) -> TransformerState | CopyState:
         """Project the memory into each layer's static cross-attention cache, once.
 
         Args:
@@ -294,7 +361,16 @@ class Transformer(nn.Module):
                 the last layer computes weights (its two attentions leave the fused kernel): about
                 1.5% of a step for the base model and 4% for a 64-wide one (CPU, 8 rows, 30 source
                 tokens). ``False`` keeps every attention fused.
+
+        A copying model's state is a :class:`~qkv.layers.copy.CopyState`: this state and the
+        copy head's prepared source.
         """
+        if isinstance(encoded, CopyEncoding) and self.copy_head is not None:
+            inner = self.init_state(encoded.inner, max_len=max_len, need_attention=need_attention)
+            source = self.copy_head.prepare(
+                encoded.inner.memory, encoded.inner.keep, encoded.ext, self.config.tgt_vocab_size
+            )
+            return CopyState(inner, source)
         memory, batch = encoded.memory, encoded.memory.size(0)
         cross, own = [], []
         for layer in self.decoder.layers:
@@ -302,7 +378,7 @@ class Transformer(nn.Module):
             own.append(layer.self_attn.new_cache(batch, max_len, dtype=memory.dtype))
         return TransformerState(memory, encoded.keep, tuple(own), tuple(cross), 0, need_attention)
 
-    def step(self, tokens: Tensor, state: TransformerState) -> StepOutput:
+    def step(self, tokens: Tensor, state: TransformerState | CopyState) -> StepOutput:
         """Feed one token per row and return the next token's log-probabilities.
 
         Args:
@@ -312,8 +388,12 @@ class Transformer(nn.Module):
 
         Returns:
             :class:`StepOutput` with ``log_probs (B, V)``, the advanced state and ``attention
-            (B, S)``: the last decoder layer's cross-attention averaged over heads.
+            (B, S)``: the last decoder layer's cross-attention averaged over heads (a copying
+            model: log-probabilities over the extended vocabulary ``(B, Vx)`` and its copy
+            attention).
         """
+        if isinstance(state, CopyState):
+            return self._copy_step(tokens, state)
         if tokens.shape != (state.memory.size(0),):
             raise ValueError(
                 f"tokens must be (B={state.memory.size(0)},), got shape {tuple(tokens.shape)}"
@@ -332,12 +412,37 @@ class Transformer(nn.Module):
             attention = out.cross_weights[-1][:, :, 0].mean(dim=1)  # (B, H, 1, S) -> (B, S)
         return StepOutput(log_probs, replace(state, position=state.position + 1), attention)
 
-    def select_state(self, state: TransformerState, index: Tensor) -> TransformerState:
+    def _copy_step(self, tokens: Tensor, state: CopyState) -> StepOutput:
+        inner: TransformerState = state.decoder
+        if tokens.shape != (inner.memory.size(0),) or self.copy_head is None:
+            raise ValueError(
+                f"tokens must be (B={inner.memory.size(0)},), got shape {tuple(tokens.shape)}"
+            )
+        x = self.embed_target(self._fed(tokens)[:, None], inner.position)  # (B, 1, D)
+        out = self.decoder(
+            x,
+            memory_keep=inner.keep,
+            self_caches=list(inner.self_caches),
+            cross_caches=list(inner.cross_caches),
+            need_cross_weights=inner.need_attention,  # the same kernels as a plain step
+        )
+        log_probs = self.output_proj(out.hidden).log_softmax(dim=-1)  # (B, 1, V)
+        copy, source = self.copy_head(out.hidden, x, state.source)
+        mixed = extended_log_probs(log_probs, copy, source.ext, source.extended_size)
+        advanced = replace(inner, position=inner.position + 1)
+        return StepOutput(mixed[:, 0], CopyState(advanced, source), copy.weights[:, 0])
+
+    def select_state(
+        self, state: TransformerState | CopyState, index: Tensor
+    ) -> TransformerState | CopyState:
         """Rows ``index (B',)`` of every tensor in ``state`` (reorder, drop or repeat hypotheses).
 
         The caches are copied (:meth:`KVCache.select`), so the result may be stepped
         independently of ``state``.
         """
+        if isinstance(state, CopyState):
+            inner = self.select_state(state.decoder, index)
+            return CopyState(inner, state.source.index_select(index))
         return TransformerState(
             state.memory.index_select(0, index),  # (B', S, D)
             state.keep.index_select(0, index),  # (B', 1, 1, S)
