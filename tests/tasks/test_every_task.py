@@ -86,6 +86,31 @@ def _reading(folder: Path) -> tuple[Path, list[str]]:
     return _write(folder / "reading.yaml", config), []
 
 
+def _summarisation(folder: Path) -> tuple[Path, list[str]]:
+    return ROOT / "configs/tiny/copy-pointer-rnn.yaml", [
+        "data.options.n_train=200", "data.options.n_valid=10", "data.options.n_test=10",
+        "model.coverage=true",
+    ]  # fmt: skip
+
+
+def _dialogue(folder: Path) -> tuple[Path, list[str]]:
+    turns = ["Good morrow , my lord .", "How fares the king ?", "He sleeps , and we must go .",
+             "Then go we hence ."]  # fmt: skip
+    lines = [f"{turns[i % 3]} <turn> {turns[(i + 1) % 3]}\t{turns[(i + 2) % 4]}"
+             for i in range(120)]  # fmt: skip
+    (folder / "dialogue.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = {
+        "task": "dialogue",
+        "data": {"corpus": "tsv", "options": {"path": str(folder / "dialogue.tsv")},
+                 "vocab_size": 32, "min_count": 1, "valid_examples": 4},
+        "model": {"family": "transformer", "d_model": 16, "num_heads": 2,
+                  "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 32},
+        "train": {"batch_tokens": 256},
+        "decode": {"beam_size": 2, "max_len": 6},
+    }  # fmt: skip
+    return _write(folder / "dialogue.yaml", config), []
+
+
 def _vit(folder: Path) -> tuple[Path, list[str]]:
     return ROOT / "configs/vit/digits.yaml", ["train.max_minutes=null", "model.num_layers=1"]
 
@@ -121,6 +146,8 @@ TINY = {
     "reading": (_reading, 5, "the key opens XXXXX .\nMira walked and the key opens Kalo ."),
     "image_classification": (_vit, 5, 1),
     "captioning": (_captioning, 3, 2),
+    "summarisation": (_summarisation, 3, "the king of bavotek went to rulamip"),
+    "dialogue": (_dialogue, 3, "How fares the king ? <turn> He sleeps ."),
 }
 
 

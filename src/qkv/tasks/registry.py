@@ -25,6 +25,8 @@ TASKS: dict[str, str] = {
     "reading": "qkv.tasks.reading",
     "image_classification": "qkv.tasks.image_classification",
     "captioning": "qkv.tasks.captioning",
+    "summarisation": "qkv.tasks.summarisation",
+    "dialogue": "qkv.tasks.dialogue",
 }
 
 
