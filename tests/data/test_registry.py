@@ -8,12 +8,19 @@ from qkv.data import CORPORA, DataError, ParallelCorpus, corpus_options, load_co
 
 
 def test_known_names():
-    assert set(CORPORA) == {"bible", "reverse", "tsv", "files"}
+    assert set(CORPORA) == {
+        "aclsum", "bible", "copy-synthetic", "docstrings", "files", "plays-dialogue", "reverse",
+        "tsv",
+    }  # fmt: skip
     assert corpus_options("bible") == ["source", "target", "max_words"]
 
 
 def test_unknown_name_lists_known_ones():
-    with pytest.raises(DataError, match=r"unknown corpus 'wmt14'.*bible, files, reverse, tsv"):
+    with pytest.raises(
+        DataError,
+        match=r"unknown corpus 'wmt14'.*aclsum, bible, copy-synthetic, docstrings, files, "
+        r"plays-dialogue, reverse, tsv",
+    ):
         load_corpus("wmt14")
 
 
