@@ -49,7 +49,9 @@ __all__ = [
     "CopySource",
     "CopyState",
     "check_extended_ids",
+    "copy_encoding",
     "extended_log_probs",
+    "fed_ids",
     "gold_log_probs",
 ]
 
@@ -290,3 +292,30 @@ def check_extended_ids(src: Tensor, ext: Tensor, vocab_size: int, unk_id: int) -
             "src_ext must equal src at words of the vocabulary and hold an id >= the vocabulary "
             f"size ({vocab_size}) where src has the unknown word (id {unk_id})"
         )
+
+
+def copy_encoding(
+    encoded: Any,
+    src: Tensor,
+    src_ext: Tensor | None,
+    *,
+    copying: bool,
+    vocab_size: int,
+    unk_id: int,
+) -> Any:
+    """What a model's ``encode`` returns: ``encoded`` itself for a model that does not copy (it
+    takes no ``src_ext``), else a :class:`CopyEncoding` with the checked extended ids
+    (``src_ext``, by default ``src``: no out-of-vocabulary slots)."""  # fmt: skip
+    if not copying:
+        if src_ext is not None:
+            raise ValueError("src_ext is for a copying model; this one has copy=False")
+        return encoded
+    ext = src if src_ext is None else src_ext
+    check_extended_ids(src, ext, vocab_size, unk_id)
+    return CopyEncoding(encoded, ext)
+
+
+def fed_ids(tokens: Tensor, vocab_size: int, unk_id: int) -> Tensor:
+    """``tokens`` with extended ids (``>= V``, copied words) fed back to a decoder as
+    ``unk_id``: it can copy a word it has no embedding for."""
+    return tokens.masked_fill(tokens >= vocab_size, unk_id)

@@ -46,8 +46,9 @@ from qkv.layers.copy import (
     CopyEncoding,
     CopyHead,
     CopyState,
-    check_extended_ids,
+    copy_encoding,
     extended_log_probs,
+    fed_ids,
 )
 from qkv.layers.recurrent import (
     BahdanauDecoder,
@@ -272,7 +273,7 @@ class Seq2SeqRNN(nn.Module):
         """``tokens`` with extended ids (``>= V``, copied words) fed as ``unk_id``."""
         if self.copy_head is None:
             return tokens
-        return tokens.masked_fill(tokens >= self.config.tgt_vocab_size, self.config.unk_id)
+        return fed_ids(tokens, self.config.tgt_vocab_size, self.config.unk_id)
 
     def _scheduled_sampling(
         self, tgt_in: Tensor, state: RecurrentState, need_weights: bool
@@ -310,14 +311,10 @@ class Seq2SeqRNN(nn.Module):
                 f"src_lengths must lie in [1, S={src.size(1)}] for a non-empty batch, got "
                 f"{src_lengths.tolist()}"
             )
-        encoded = self.encoder(src, src_lengths)
-        if self.copy_head is None:
-            if src_ext is not None:
-                raise ValueError("src_ext is for a copying model; this one has copy=False")
-            return encoded
-        ext = src if src_ext is None else src_ext
-        check_extended_ids(src, ext, self.config.src_vocab_size, self.config.unk_id)
-        return CopyEncoding(encoded, ext)
+        return copy_encoding(
+            self.encoder(src, src_lengths), src, src_ext, copying=self.copy_head is not None,
+            vocab_size=self.config.src_vocab_size, unk_id=self.config.unk_id,
+        )  # fmt: skip
 
     def init_state(self, encoded: EncoderOutput | CopyEncoding) -> RecurrentState | CopyState:
         """Decoder state before the first target token (the bridged encoder final states; for

@@ -46,8 +46,9 @@ from qkv.layers.copy import (
     CopyEncoding,
     CopyHead,
     CopyState,
-    check_extended_ids,
+    copy_encoding,
     extended_log_probs,
+    fed_ids,
 )
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.positional import SinusoidalPositionalEncoding
@@ -266,19 +267,16 @@ class Transformer(nn.Module):
     def _with_ext(
         self, encoding: TransformerEncoding, src: Tensor, src_ext: Tensor | None
     ) -> TransformerEncoding | CopyEncoding:
-        if self.copy_head is None:
-            if src_ext is not None:
-                raise ValueError("src_ext is for a copying model; this one has copy=False")
-            return encoding
-        ext = src if src_ext is None else src_ext
-        check_extended_ids(src, ext, self.config.src_vocab_size, self.config.unk_id)
-        return CopyEncoding(encoding, ext)
+        return copy_encoding(
+            encoding, src, src_ext, copying=self.copy_head is not None,
+            vocab_size=self.config.src_vocab_size, unk_id=self.config.unk_id,
+        )  # fmt: skip
 
     def _fed(self, tokens: Tensor) -> Tensor:
         """``tokens`` with extended ids (``>= V``, copied words) fed as ``unk_id``."""
         if self.copy_head is None:
             return tokens
-        return tokens.masked_fill(tokens >= self.config.tgt_vocab_size, self.config.unk_id)
+        return fed_ids(tokens, self.config.tgt_vocab_size, self.config.unk_id)
 
     def forward(
         self,

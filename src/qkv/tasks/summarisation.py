@@ -19,7 +19,7 @@ words, :class:`~qkv.data.summary_words.SummaryVocab`), ``metrics.csv`` and ``res
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from qkv.data import load_corpus
@@ -129,19 +129,27 @@ def train_summariser(config: RunConfig, **options) -> Trained:
     return train_text_to_text(config, Summariser, **options)
 
 
-TASK = TaskSpec(
-    name="summarisation",
-    label="summariser",
-    input="text",
-    families=FAMILIES,
-    sections={
-        "data": SummaryDataConfig,
-        "train": SummaryTrainConfig,
-        "decode": SummaryDecodeConfig,
-    },
-    train=train_summariser,
-    load=Summariser.load,
-    evaluate_options=frozenset({"beam", "examples", "batch_size"}),
-    view_options=frozenset({"beam"}),
-    train_settings=frozenset({"batch_tokens"}),
-)
+def text_to_text_spec(
+    runner: type[TextToText], label: str, train: Callable[..., Trained]
+) -> TaskSpec:
+    """The :class:`TaskSpec` of ``runner``'s task (summarisation or dialogue): both read the
+    same sections, train the same families and take the same options."""
+    return TaskSpec(
+        name=runner.task,
+        label=label,
+        input="text",
+        families=FAMILIES,
+        sections={
+            "data": SummaryDataConfig,
+            "train": SummaryTrainConfig,
+            "decode": SummaryDecodeConfig,
+        },
+        train=train,
+        load=runner.load,
+        evaluate_options=frozenset({"beam", "examples", "batch_size"}),
+        view_options=frozenset({"beam"}),
+        train_settings=frozenset({"batch_tokens"}),
+    )
+
+
+TASK = text_to_text_spec(Summariser, "summariser", train_summariser)
