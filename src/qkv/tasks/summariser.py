@@ -155,6 +155,7 @@ class TextToText:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(texts), desc=self.task, unit="text", dynamic_ncols=True)
+        was_training = self.model.training
         self.model.eval()
         try:
             for start in range(0, len(order), size):
@@ -165,6 +166,7 @@ class TextToText:
                 if bar is not None:
                     bar.update(len(rows))
         finally:
+            self.model.train(was_training)
             if bar is not None:
                 bar.close()
         return [results[i] for i in range(len(texts))]
@@ -256,12 +258,16 @@ class TextToText:
         loss_fn = text_loss(self.copying, 0.0)
         total, tokens = 0.0, 0
         examples = [encode_example(s, t, self.vocab) for s, t in pairs]
+        was_training = self.model.training
         self.model.eval()
-        with torch.inference_mode():
-            for start in range(0, len(examples), batch_size):
-                batch = collate_examples(examples[start : start + batch_size])
-                loss, count = loss_fn(self.model, batch.to(_device(self.model)))
-                total, tokens = total + float(loss), tokens + int(count)
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(examples), batch_size):
+                    batch = collate_examples(examples[start : start + batch_size])
+                    loss, count = loss_fn(self.model, batch.to(_device(self.model)))
+                    total, tokens = total + float(loss), tokens + int(count)
+        finally:
+            self.model.train(was_training)
         return math.exp(total / max(tokens, 1))
 
     def evaluate(
