@@ -432,6 +432,13 @@ CASES = [
          "{files}/latin1.txt"),
     case("answer-not-squad", "answer --model {classifier} --squad {files}/empty.txt",
          "{files}/empty.txt"),
+    # summarize, reply: a missing model, a model of another task, a file that is not UTF-8
+    case("summarize-missing-model", "summarize --model {missing} a", "no model directory"),
+    case("summarize-wrong-task", "summarize --model {classifier} a", "not a summary model"),
+    case("summarize-latin1-file", "summarize --model {classifier} --file {files}/latin1.txt",
+         "{files}/latin1.txt"),
+    case("reply-missing-model", "reply --model {missing} a", "no model directory"),
+    case("reply-wrong-task", "reply --model {translator} a", "not a reply model"),
     case("tag-missing-model", "tag --model {missing} a", "no model directory"),
     case("tag-wrong-task", "tag --model {classifier} a",
          "holds a classification model, not a tagging model"),
