@@ -31,7 +31,7 @@ import hashlib
 import logging
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from qkv.data.docstring_harvest import (
     COUNTS,
@@ -108,19 +108,36 @@ def _is_stub(code: str) -> bool:
     return True
 
 
-def _broken_rule(function: DocFunction, kind: str, source: str, max_words: int | None) -> str:
-    """The first rule (module docstring) that the pair of ``function`` breaks, or ``""``."""
+Rule = Callable[[DocFunction, str], bool]
+"""``(function, source) -> True`` when the pair breaks the rule."""
+
+_KIND_RULES: dict[str, tuple[Callable[[DocFunction], str], tuple[tuple[str, Rule], ...]]] = {
+    "text": (
+        lambda function: function.body,
+        (
+            ("short_body", lambda _, source: len(source.split()) < MIN_BODY_WORDS),
+            ("repeated_summary", lambda f, source: first_sentence(source) == f.summary),
+        ),
+    ),
+    "code": (lambda function: function.code, (("stub", lambda _, source: _is_stub(source)),)),
+}
+"""Pair kind -> (the source of a function's pair, the rules only that kind has, in order)."""
+
+
+def _broken_rule(
+    function: DocFunction, rules: tuple[tuple[str, Rule], ...], source: str,
+    max_words: int | None,
+) -> str:  # fmt: skip
+    """The first rule (module docstring) that the pair of ``function`` breaks, or ``""``:
+    the summary's, then the kind's own ``rules``, then the source's length."""
     n_words = len(function.summary.split())
     if n_words < MIN_SUMMARY_WORDS or n_words > MAX_SUMMARY_WORDS:
         return "short_summary" if n_words < MIN_SUMMARY_WORDS else "long_summary"
     if BOILERPLATE.match(function.summary):
         return "boilerplate"
-    if kind == "text" and len(source.split()) < MIN_BODY_WORDS:
-        return "short_body"
-    if kind == "text" and first_sentence(source) == function.summary:
-        return "repeated_summary"
-    if kind == "code" and _is_stub(source):
-        return "stub"
+    for name, broken in rules:
+        if broken(function, source):
+            return name
     if max_words is not None and len(source.split()) > max_words:
         return "long_source"
     return ""
@@ -138,15 +155,16 @@ def _split(
     functions: Sequence[DocFunction], kind: str, max_words: int | None
 ) -> tuple[dict[str, list[Pair]], dict[str, int], dict[str, int]]:
     """(pairs per split, pairs dropped per rule, files per split)."""
-    rules = ("short_body", "repeated_summary") if kind == "text" else ("stub",)
-    rules = ("short_summary", "long_summary", "boilerplate", *rules, "long_source", "duplicate")
+    source_of, kind_rules = _KIND_RULES[kind]
+    rules = ("short_summary", "long_summary", "boilerplate", *(name for name, _ in kind_rules),
+             "long_source", "duplicate")  # fmt: skip
     dropped = dict.fromkeys((*rules, "source_in_earlier_split"), 0)
     splits: dict[str, list[Pair]] = {name: [] for name in SPLITS}
     files: dict[str, set[str]] = {name: set() for name in SPLITS}
     seen: set[Pair] = set()
     for function in functions:
-        pair = (function.body if kind == "text" else function.code, function.summary)
-        rule = _broken_rule(function, kind, pair[0], max_words)
+        pair = (source_of(function), function.summary)
+        rule = _broken_rule(function, kind_rules, pair[0], max_words)
         if rule or pair in seen:
             dropped[rule or "duplicate"] += 1
             continue
