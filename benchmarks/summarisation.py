@@ -1,0 +1,331 @@
+"""Summarisation and dialogue (issue 20): the pointer-generator and coverage against the plain
+attention model on docstring summaries, and dialogue with attention to the previous turn against
+the same model reading no context.
+
+- docstrings, kind ``text`` (a docstring's body -> its summary line) and ``code`` (a function's
+  source -> the summary line), configs/summarise/docstrings-pointer-rnn.yaml, 30 CPU-minutes
+  each: the plain attention model (``model.copy=false``), the pointer-generator, and the
+  pointer-generator with coverage (``model.coverage=true``); beside them the extractive
+  baselines of the data card (the body's first sentence; the function's name split into words).
+  The test split is decoded twice: as configured (beam 4, trigram block, at least 3 words) and
+  with the trigram block off, which is where repetition (and so coverage) can show.
+- plays-dialogue (configs/dialogue/plays-rnn.yaml), 15 CPU-minutes each: the reply given the
+  previous turn, and the same encoder-decoder, vocabulary and replies with the source left empty
+  (``data.options.replies_only=true``): a language model of the replies alone whose perplexity
+  is per the same words.
+- ACLSum (a transfer test, nothing trained on it): the docstring-text models summarise each
+  paper's abstract (its first 200 words, the length they were trained on), scored against each
+  aspect's human summary.
+
+Each run trains on one thread until its CPU budget (``train.clock=cpu``) is spent; the CPU time
+it took is recorded; runs train two at a time.
+
+    python benchmarks/summarisation.py                    # train, score, report
+    python benchmarks/summarisation.py --only text-plain  # redo one run
+    python benchmarks/summarisation.py --report-only      # rewrite the report from the JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness import ROOT
+from harness.cli_runs import ONE_THREAD, metrics_rows, train_and_evaluate
+from harness.machine import machine_description
+from harness.report import log, splice, table
+
+from qkv.io import atomic_write, atomic_write_json
+from qkv.training.checkpoint import read_json
+
+RUNS = ROOT / "runs" / "summarisation"
+RESULTS = ROOT / "docs" / "results" / "summarisation.json"
+REPORT = ROOT / "docs" / "results" / "summarisation.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- summarisation:begin -->", "<!-- summarisation:end -->"
+SUMMARY_CONFIG = "configs/summarise/docstrings-pointer-rnn.yaml"
+DIALOGUE_CONFIG = "configs/dialogue/plays-rnn.yaml"
+VARIANTS = {  # variant: (what the report calls it, its settings)
+    "plain": ("attention, no copying", ("model.copy=false",)),
+    "pointer": ("pointer-generator", ()),
+    "coverage": ("pointer-generator + coverage", ("model.coverage=true",)),
+}
+# Run: (config, settings, CPU-minute budget, what it is).
+GROUPS: dict[str, tuple[str, tuple[str, ...], int, str]] = {
+    **{
+        f"{kind}-{variant}": (SUMMARY_CONFIG, (f"data.options.kind={kind}", *sets), 30, what)
+        for kind in ("text", "code")
+        for variant, (what, sets) in VARIANTS.items()
+    },
+    "dialogue-context": (DIALOGUE_CONFIG, (), 15, "reply given the previous turn"),
+    "dialogue-alone": (DIALOGUE_CONFIG, ("data.options.replies_only=true",), 15,
+                       "the replies alone (empty source)"),
+}  # fmt: skip
+SUMMARY_SCORES = ("rouge1", "rouge2", "rougeL", "bleu", "repeated_trigrams", "mean_length",
+                  "copied_share", "unk_share", "perplexity")  # fmt: skip
+
+
+def train_and_score(group: str) -> dict[str, object]:
+    """Train one run on one thread, score its test split as configured (``qkv evaluate``) and,
+    for a summariser, without the trigram block; its record."""
+    config, own, minutes, what = GROUPS[group]
+    out = RUNS / group
+    sets = [*own, "train.clock=cpu", f"train.max_minutes={minutes}", f"out_dir={out}"]
+    log(f"training {group}")
+    cpu = train_and_evaluate(ROOT / config, sets, out, RUNS / f"{group}.log")
+    record: dict[str, object] = {
+        "group": group,
+        "what": what,
+        "config": config,
+        "overrides": [s for s in sets if s.startswith(("data.", "model."))],
+        "budget_cpu_minutes": minutes,
+        "cpu_minutes": cpu / 60,
+        "steps": int(metrics_rows(out)[-1]["step"]),
+        "valid_curve": valid_curve(out),
+        "test": read_json(out / "results.json")["test"],
+    }
+    if config == SUMMARY_CONFIG:
+        record["test_unblocked"] = _in_subprocess("--score-unblocked", out)
+    log(f"finished {group}")
+    return record
+
+
+def valid_curve(out: Path) -> dict[int, float]:
+    """``{step: validation ROUGE-L}`` (or loss, for a run chosen by loss) from ``metrics.csv``."""
+    rows = metrics_rows(out)
+    metric = "valid_rouge_l" if any(r.get("valid_rouge_l") for r in rows) else "valid_loss"
+    return {int(r["step"]): float(r[metric]) for r in rows if r.get(metric)}
+
+
+def _in_subprocess(flag: str, out: Path) -> dict:
+    """``flag out`` of this script run on one thread in a process of its own; its JSON."""
+    command = [sys.executable, __file__, flag, str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True,
+                          env={**os.environ, **ONE_THREAD})  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def score_unblocked(out: Path) -> dict[str, float]:
+    """The test scores of the summariser in ``out`` decoded without the n-gram block."""
+    import dataclasses
+
+    import torch
+
+    from qkv.tasks.summariser import Summariser
+
+    torch.set_num_threads(1)
+    runner = Summariser.load(out)
+    runner.decode = dataclasses.replace(runner.decode, no_repeat_ngram=0)
+    return runner.evaluate("test").scores
+
+
+def baselines() -> dict[str, dict[str, float]]:
+    """The extractive baselines' test scores: ``{kind: scores}``."""
+    from qkv.data.docstrings import first_sentence, load_docstrings, name_words
+    from qkv.data.summary_words import summary_text, summary_tokens
+    from qkv.evaluation.summaries import repeated_ngram_share, rouge_scores
+
+    scores = {}
+    for kind, extract in (("text", first_sentence), ("code", name_words)):
+        pairs = load_docstrings(kind=kind).test
+        outputs = [summary_tokens(extract(source)) for source, _ in pairs]
+        references = [summary_text(summary_tokens(target)) for _, target in pairs]
+        scores[kind] = {
+            **rouge_scores([summary_text(o) for o in outputs], references),
+            "repeated_trigrams": repeated_ngram_share(outputs, 3),
+            "mean_length": sum(map(len, outputs)) / len(outputs),
+            "pairs": float(len(pairs)),
+        }
+    return scores
+
+
+def score_aclsum(out: Path) -> dict[str, dict[str, float]]:
+    """ROUGE of the summariser in ``out`` on ACLSum's test abstracts, against each aspect's
+    summary (the sources cut to the 200 words the model was trained on), beside the abstract's
+    first sentence."""
+    import torch
+
+    from qkv.data.aclsum import load_aclsum
+    from qkv.data.docstrings import first_sentence
+    from qkv.data.summary_words import summary_text, summary_tokens
+    from qkv.evaluation.summaries import rouge_scores
+    from qkv.tasks.summariser import Summariser
+
+    torch.set_num_threads(1)
+    runner = Summariser.load(out)
+    scores = {}
+    for aspect in ("challenge", "approach", "outcome"):
+        pairs = load_aclsum(aspect=aspect, document="abstract").test
+        sources = [summary_text(summary_tokens(s)[:200]) for s, _ in pairs]
+        outputs = [r.text for r in runner.summarize(sources)]
+        references = [summary_text(summary_tokens(t)) for _, t in pairs]
+        lead = [summary_text(summary_tokens(first_sentence(s))) for s, _ in pairs]
+        scores[aspect] = {
+            "model": rouge_scores(outputs, references),
+            "first_sentence": rouge_scores(lead, references),
+            "pairs": len(pairs),
+            "example": [pairs[0][0][:300], outputs[0], references[0]],
+        }
+    return scores
+
+
+# --------------------------------------------------------------------------------- report
+
+FINDINGS: list[str] = []  # what the runs showed (written once they have run)
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _summary_rows(results: dict, kind: str, base: dict) -> list[list[str]]:
+    rows = []
+    if base:
+        b = base[kind]
+        what = "first sentence of the body" if kind == "text" else "function name as words"
+        rows.append([f"baseline: {what}", "", "", _f(b["rouge1"]), _f(b["rouge2"]),
+                     f"**{_f(b['rougeL'])}**", "", f"{b['repeated_trigrams']:.1%}", "", "",
+                     _f(b["mean_length"], 1), "", ""])  # fmt: skip
+    for variant in VARIANTS:
+        record = results.get(f"{kind}-{variant}")
+        if record is None:
+            continue
+        t, u = record["test"], record.get("test_unblocked", {})
+        rows.append([
+            record["what"], f"{record['steps']:,}", f"{record['cpu_minutes']:.1f}",
+            _f(t["rouge1"]), _f(t["rouge2"]), f"**{_f(t['rougeL'])}**", _f(t["bleu"]),
+            f"{t['repeated_trigrams']:.1%}", _f(u.get("rougeL")),
+            f"{u['repeated_trigrams']:.1%}" if u else "", _f(t["mean_length"], 1),
+            f"{t['copied_share']:.1%}", f"{t['unk_share']:.1%}",
+        ])  # fmt: skip
+    return rows
+
+
+SUMMARY_COLUMNS = ["model", "steps", "CPU min", "ROUGE-1", "ROUGE-2", "ROUGE-L", "BLEU",
+                   "rep. trigrams", "ROUGE-L, no block", "rep. trigrams, no block",
+                   "mean words", "copied", "<unk>"]  # fmt: skip
+
+
+def _dialogue_rows(results: dict) -> list[list[str]]:
+    rows = []
+    for group in ("dialogue-context", "dialogue-alone"):
+        record = results.get(group)
+        if record is None:
+            continue
+        t = record["test"]
+        rows.append([
+            record["what"], f"{record['steps']:,}", f"{record['cpu_minutes']:.1f}",
+            f"**{_f(t['perplexity'])}**", _f(t["bleu"]), _f(t["rougeL"]),
+            _f(t["distinct1"], 3), _f(t["distinct2"], 3), _f(t["mean_length"], 1),
+            f"{t['unk_share']:.1%}",
+        ])  # fmt: skip
+    return rows
+
+
+DIALOGUE_COLUMNS = ["model", "steps", "CPU min", "test perplexity", "BLEU", "ROUGE-L",
+                    "distinct-1", "distinct-2", "mean words", "<unk>"]  # fmt: skip
+
+
+def _aclsum_rows(results: dict) -> list[list[str]]:
+    rows = []
+    for group, transfer in results.get("aclsum", {}).items():
+        for aspect, s in transfer.items():
+            rows.append([GROUPS[group][3], aspect, str(s["pairs"]), _f(s["model"]["rouge1"]),
+                         _f(s["model"]["rouge2"]), _f(s["model"]["rougeL"]),
+                         _f(s["first_sentence"]["rougeL"])])  # fmt: skip
+    return rows
+
+
+ACLSUM_COLUMNS = ["model (trained on docstring text)", "aspect", "papers", "ROUGE-1",
+                  "ROUGE-2", "ROUGE-L", "ROUGE-L of the abstract's first sentence"]  # fmt: skip
+COMMAND = "python benchmarks/summarisation.py"
+
+
+def write_report(results: dict, machine: str) -> None:
+    base = results.get("baselines", {})
+    sections = []
+    for kind, title in (("text", "Docstring text -> summary line"),
+                        ("code", "Function code -> summary line")):  # fmt: skip
+        sections += [f"## {title}", "", *table(SUMMARY_COLUMNS, _summary_rows(results, kind, base)),
+                     ""]  # fmt: skip
+    sections += ["## Dialogue from the plays (test: Macbeth, Twelfth Night)", "",
+                 *table(DIALOGUE_COLUMNS, _dialogue_rows(results)), ""]  # fmt: skip
+    if results.get("aclsum"):
+        sections += ["## ACLSum (transfer: abstracts, no training on ACLSum)", "",
+                     *table(ACLSUM_COLUMNS, _aclsum_rows(results)), ""]  # fmt: skip
+    head = [
+        "# Summarisation and dialogue: pointer-generator, coverage, attention to the context",
+        "",
+        f"Machine: {machine}. Written by `{COMMAND}`.",
+        "",
+        "Docstring pairs: `qkv.data.docstrings` (card: docs/data/docstrings.md); test split "
+        "scored with ROUGE F1 (`rouge-score`, stemmed) and sacrebleu BLEU on lower-cased words. "
+        "Each model trains on one thread until its CPU budget is spent; the weights with the "
+        "best validation ROUGE-L (greedy, 200 pairs) are decoded with beam 4, the trigram "
+        "block and at least 3 words; then again with the block off. Repeated trigrams: the "
+        "share of an output's trigrams that occur earlier in it (See et al. 2017).",
+        "",
+        "## Findings",
+        "",
+        *(f"- {finding}" for finding in FINDINGS or ["(not yet written)"]),
+        "",
+    ]
+    text = "\n".join(head + sections)
+    atomic_write(REPORT, lambda handle: handle.write(text), mode="w")
+    section = "\n".join([
+        BEGIN, "## Summarisation and dialogue (issue 20)", "",
+        f"Machine: {machine}. Command: `{COMMAND}`; the whole report: "
+        "[docs/results/summarisation.md](results/summarisation.md).", "",
+        *sections, END,
+    ])  # fmt: skip
+    splice(BENCHMARKS, section, BEGIN, END)
+
+
+def _recorded() -> dict:
+    return json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
+
+
+def _save(name: str, record: object) -> dict:
+    # re-read: another invocation (--only other runs) may have written meanwhile
+    results = {**_recorded(), name: record}
+    atomic_write_json(RESULTS, results)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=None, help="runs to (re)train")
+    parser.add_argument("--jobs", type=int, default=2, help="runs trained at once")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--score-unblocked", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--score-aclsum", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.score_unblocked or args.score_aclsum:  # a child process: JSON on stdout
+        scores = (score_unblocked(args.score_unblocked) if args.score_unblocked
+                  else score_aclsum(args.score_aclsum))  # fmt: skip
+        print(json.dumps(scores))
+        return
+    unknown = sorted(set(args.only or []) - set(GROUPS))
+    if unknown:
+        parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}")
+    results = _recorded()
+    if not args.report_only:
+        results = _save("baselines", baselines())
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {g: pool.submit(train_and_score, g) for g in (args.only or list(GROUPS))}
+            for name, future in futures.items():
+                results = _save(name, future.result())
+        transfer = {g: _in_subprocess("--score-aclsum", RUNS / g)
+                    for g in ("text-plain", "text-pointer", "text-coverage")
+                    if (RUNS / g / "results.json").is_file()}  # fmt: skip
+        results = _save("aclsum", transfer)
+    write_report(results, machine_description())
+
+
+if __name__ == "__main__":
+    main()
