@@ -144,6 +144,50 @@ def baselines() -> dict[str, dict[str, float]]:
     return scores
 
 
+def repetition_sources(out: Path, limit: int = 200) -> dict[str, float]:
+    """Where a pointer-generator's repetition comes from: its first ``limit`` test outputs
+    decoded (beam 4) without the n-gram block, the mean ``p_gen`` of the words in repeated
+    trigrams against that of all words (near 1: the loops are generated, not copied)."""
+    import dataclasses
+
+    import torch
+
+    from qkv.tasks.summariser import Summariser
+
+    torch.set_num_threads(1)
+    runner = Summariser.load(out)
+    runner.decode = dataclasses.replace(runner.decode, no_repeat_ngram=0)
+    sources = load_corpus_split(runner, limit)
+    every, repeated, loops = [], [], 0
+    for source in sources:
+        response, _, p_gen = runner.details(source)
+        tokens, p = response.tokens, [float(x) for x in p_gen[: len(response.tokens)]]
+        seen: set[tuple[str, ...]] = set()
+        inside: set[int] = set()
+        for i in range(len(tokens) - 2):
+            if tuple(tokens[i : i + 3]) in seen:
+                inside.update(range(i, i + 3))
+            seen.add(tuple(tokens[i : i + 3]))
+        loops += bool(inside)
+        every += p
+        repeated += [p[i] for i in sorted(inside)]
+    return {
+        "outputs": float(len(sources)),
+        "outputs_with_a_repeated_trigram": float(loops),
+        "p_gen_all": sum(every) / max(len(every), 1),
+        "p_gen_repeated": sum(repeated) / max(len(repeated), 1),
+        "repeated_words": float(len(repeated)),
+    }
+
+
+def load_corpus_split(runner, limit: int) -> list[str]:
+    """The first ``limit`` test sources of ``runner``'s corpus."""
+    from qkv.data.registry import load_corpus
+
+    data = runner.data
+    return [s for s, _ in load_corpus(data.corpus, **data.options).test[:limit]]
+
+
 def score_aclsum(out: Path) -> dict[str, dict[str, float]]:
     """ROUGE of the summariser in ``out`` on ACLSum's test abstracts, against each aspect's
     summary (the sources cut to the 200 words the model was trained on), beside the abstract's
@@ -243,6 +287,8 @@ def _aclsum_rows(results: dict) -> list[list[str]]:
 
 ACLSUM_COLUMNS = ["model (trained on docstring text)", "aspect", "papers", "ROUGE-1",
                   "ROUGE-2", "ROUGE-L", "ROUGE-L of the abstract's first sentence"]  # fmt: skip
+REPETITION_COLUMNS = ["model", "test outputs", "with a repeated trigram", "mean p_gen",
+                      "mean p_gen in repeated trigrams"]  # fmt: skip
 COMMAND = "python benchmarks/summarisation.py"
 
 
@@ -255,6 +301,12 @@ def write_report(results: dict, machine: str) -> None:
                      ""]  # fmt: skip
     sections += ["## Dialogue from the plays (test: Macbeth, Twelfth Night)", "",
                  *table(DIALOGUE_COLUMNS, _dialogue_rows(results)), ""]  # fmt: skip
+    if results.get("repetition"):
+        rows = [[GROUPS[g][3] + f" ({g.split('-')[0]})", f"{int(r['outputs'])}",
+                 f"{int(r['outputs_with_a_repeated_trigram'])}", _f(r["p_gen_all"]),
+                 _f(r["p_gen_repeated"])] for g, r in results["repetition"].items()]  # fmt: skip
+        sections += ["## Where the repetition comes from (no trigram block)", "",
+                     *table(REPETITION_COLUMNS, rows), ""]  # fmt: skip
     if results.get("aclsum"):
         sections += ["## ACLSum (transfer: abstracts, no training on ACLSum)", "",
                      *table(ACLSUM_COLUMNS, _aclsum_rows(results)), ""]  # fmt: skip
@@ -286,6 +338,12 @@ def write_report(results: dict, machine: str) -> None:
     splice(BENCHMARKS, section, BEGIN, END)
 
 
+def _repetition() -> dict[str, dict[str, float]]:
+    groups = [g for g in GROUPS if g.endswith(("-pointer", "-coverage"))]
+    return {g: _in_subprocess("--score-repetition", RUNS / g) for g in groups
+            if (RUNS / g / "results.json").is_file()}  # fmt: skip
+
+
 def _recorded() -> dict:
     return json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
 
@@ -304,11 +362,20 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--score-unblocked", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--score-aclsum", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--score-repetition", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--repetition", action="store_true", help="only measure where repetition comes from"
+    )
     args = parser.parse_args()
-    if args.score_unblocked or args.score_aclsum:  # a child process: JSON on stdout
-        scores = (score_unblocked(args.score_unblocked) if args.score_unblocked
-                  else score_aclsum(args.score_aclsum))  # fmt: skip
-        print(json.dumps(scores))
+    children = {"score_unblocked": score_unblocked, "score_aclsum": score_aclsum,
+                "score_repetition": repetition_sources}  # fmt: skip
+    for flag, score in children.items():
+        if getattr(args, flag):  # a child process: JSON on stdout
+            print(json.dumps(score(getattr(args, flag))))
+            return
+    if args.repetition:
+        _save("repetition", _repetition())
+        write_report(_recorded(), machine_description())
         return
     unknown = sorted(set(args.only or []) - set(GROUPS))
     if unknown:
@@ -324,6 +391,7 @@ def main() -> None:
                     for g in ("text-plain", "text-pointer", "text-coverage")
                     if (RUNS / g / "results.json").is_file()}  # fmt: skip
         results = _save("aclsum", transfer)
+        results = _save("repetition", _repetition())
     write_report(results, machine_description())
 
 
