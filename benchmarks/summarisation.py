@@ -232,8 +232,10 @@ FINDINGS: list[str] = [
     "unblocked beam from 3.8% to 0.9% (the target, a half, is met) at -1.2 ROUGE-L (26.51, "
     "still above plain and the baseline). On docstring text it raises repetition from 8.0% to "
     "11.0% and ROUGE-L falls to 18.95, below the first-sentence baseline (19.49).",
-    "Why: the repeated words are generated, not copied (the table below: mean p_gen in "
-    "repeated trigrams above the outputs' mean), and the generator reads the decoder's own "
+    "Why: on text the repeated words are generated (the table below: mean p_gen in repeated "
+    "trigrams 0.69 against 0.66 over all words; 0.76 against 0.73 with coverage), while on "
+    "code they are mostly copied (0.58 against 0.74), which is where coverage helped; the "
+    "generator reads the decoder's own "
     "Bahdanau attention, which coverage does not touch: in qkv the copy head has its own "
     "attention, and coverage steers only that. In See et al. 2017 one attention feeds both the "
     "context of the generator and the copy distribution, and coverage is added in a short "
