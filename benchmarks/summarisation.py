@@ -112,6 +112,11 @@ def _in_subprocess(flag: str, out: Path) -> dict:
 
 def score_unblocked(out: Path) -> dict[str, float]:
     """The test scores of the summariser in ``out`` decoded without the n-gram block."""
+    return _unblocked(out).evaluate("test").scores
+
+
+def _unblocked(out: Path):
+    """The summariser in ``out`` on one thread, decoding without the n-gram block."""
     import dataclasses
 
     import torch
@@ -121,7 +126,7 @@ def score_unblocked(out: Path) -> dict[str, float]:
     torch.set_num_threads(1)
     runner = Summariser.load(out)
     runner.decode = dataclasses.replace(runner.decode, no_repeat_ngram=0)
-    return runner.evaluate("test").scores
+    return runner
 
 
 def baselines() -> dict[str, dict[str, float]]:
@@ -148,26 +153,15 @@ def repetition_sources(out: Path, limit: int = 200) -> dict[str, float]:
     """Where a pointer-generator's repetition comes from: its first ``limit`` test outputs
     decoded (beam 4) without the n-gram block, the mean ``p_gen`` of the words in repeated
     trigrams against that of all words (near 1: the loops are generated, not copied)."""
-    import dataclasses
+    from qkv.evaluation.summaries import repeated_ngram_starts
 
-    import torch
-
-    from qkv.tasks.summariser import Summariser
-
-    torch.set_num_threads(1)
-    runner = Summariser.load(out)
-    runner.decode = dataclasses.replace(runner.decode, no_repeat_ngram=0)
+    runner = _unblocked(out)
     sources = load_corpus_split(runner, limit)
     every, repeated, loops = [], [], 0
     for source in sources:
         response, _, p_gen = runner.details(source)
-        tokens, p = response.tokens, [float(x) for x in p_gen[: len(response.tokens)]]
-        seen: set[tuple[str, ...]] = set()
-        inside: set[int] = set()
-        for i in range(len(tokens) - 2):
-            if tuple(tokens[i : i + 3]) in seen:
-                inside.update(range(i, i + 3))
-            seen.add(tuple(tokens[i : i + 3]))
+        p = [float(x) for x in p_gen[: len(response.tokens)]]
+        inside = {i + k for i in repeated_ngram_starts(response.tokens, 3) for k in range(3)}
         loops += bool(inside)
         every += p
         repeated += [p[i] for i in sorted(inside)]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from qkv.evaluation.summaries import (
     distinct_n,
     repeated_ngram_share,
+    repeated_ngram_starts,
     rouge_scores,
     split_sentences,
 )
@@ -111,6 +112,13 @@ def test_rouge_equals_a_direct_count(pairs):
     for index, kind in enumerate(["rouge1", "rouge2", "rougeL"]):
         mean = 100 * sum(e[index] for e in expected) / len(pairs)
         assert got[kind] == pytest.approx(mean, abs=1e-9)
+
+
+def test_repeated_ngram_starts_on_hand_cases():
+    assert repeated_ngram_starts(["a", "b", "a", "b", "a"], n=2) == [2, 3]  # ab ba [ab ba]
+    assert repeated_ngram_starts(["x"] * 6, n=3) == [1, 2, 3]
+    assert repeated_ngram_starts(["a", "b", "c"], n=1) == []
+    assert repeated_ngram_starts(["a", "b"], n=3) == []
 
 
 def test_repeated_ngram_share_on_hand_cases():

@@ -127,14 +127,23 @@ def repeated_ngram_share(outputs: Sequence[Sequence[str]], n: int = 3) -> float:
         ValueError: ``n`` < 1, no outputs, or an output given as a string instead of tokens.
     """
     _check_outputs(outputs, n)
-    total = repeats = 0
-    for output in outputs:
-        seen: set[tuple[str, ...]] = set()
-        for gram in _ngrams(output, n):
-            total += 1
-            repeats += gram in seen
-            seen.add(gram)
+    total = sum(max(len(output) - n + 1, 0) for output in outputs)
+    repeats = sum(len(repeated_ngram_starts(output, n)) for output in outputs)
     return repeats / total if total else 0.0
+
+
+def repeated_ngram_starts(output: Sequence[str], n: int = 3) -> list[int]:
+    """Where ``output`` repeats itself: the start of each n-gram equal to one starting earlier
+    in it (the repeats :func:`repeated_ngram_share` counts). ``["a", "b", "a", "b", "a"]``
+    with ``n=2``: ``[2, 3]``."""
+    _check_outputs([output], n)
+    seen: set[tuple[str, ...]] = set()
+    starts = []
+    for i, gram in enumerate(_ngrams(output, n)):
+        if gram in seen:
+            starts.append(i)
+        seen.add(gram)
+    return starts
 
 
 def distinct_n(outputs: Sequence[Sequence[str]], n: int) -> float:
