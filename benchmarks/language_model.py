@@ -74,7 +74,7 @@ def generation(shape: str, batch: int, new: int, reps: int, uncached: bool) -> d
         return generate(ours, prompt.tolist(), sampling).tokens
 
     def run_qkv_bf16():
-        return generate(ours, prompt.tolist(), sampling, weights_dtype=torch.bfloat16).tokens
+        return generate(ours, prompt.tolist(), sampling, precision="bfloat16").tokens
 
     reference = run_hf()
     assert reference == run_qkv(), "qkv and Hugging Face generated different tokens"

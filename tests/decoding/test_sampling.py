@@ -176,14 +176,17 @@ def test_the_lean_decode_step_equals_the_module_path(variant):
         torch.testing.assert_close(fast.logits, slow.logits, atol=1e-4, rtol=0)
 
 
-def test_bfloat16_decode_weights_stay_close_to_float32(model):
+@pytest.mark.parametrize("precision", ["bfloat16", "int8"])
+def test_lower_precision_decode_weights_stay_close_to_float32(model, precision):
     config = SamplingConfig(max_new_tokens=30, temperature=0.0)
     full = generate(model.eval(), PROMPTS, config, return_logits=True)
-    half = generate(model, PROMPTS, config, return_logits=True, weights_dtype=torch.bfloat16)
+    half = generate(model, PROMPTS, config, return_logits=True, precision=precision)
     # The first step sees the same tokens: its logits differ by bfloat16 rounding only.
     torch.testing.assert_close(half.logits[:, 0], full.logits[:, 0], atol=0.05, rtol=0.02)
     pairs = zip(half.tokens, full.tokens, strict=True)
     agree = sum(a == b for x, y in pairs for a, b in zip(x, y, strict=True))
     assert agree >= 0.8 * sum(map(len, full.tokens))
-    with pytest.raises(ValueError, match="weights_dtype needs the KV cache"):
-        generate(model, PROMPTS, config, use_cache=False, weights_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="precision needs the KV cache"):
+        generate(model, PROMPTS, config, use_cache=False, precision=precision)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        generate(model, PROMPTS, config, precision="float16")

@@ -7,6 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from qkv.models.registry import build_config, build_model
+from qkv.tasks import translator as translator_module
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
 from qkv.tasks.translation import Translator, evaluate_translation, train_translation
@@ -88,6 +90,36 @@ def test_batch_size_never_changes_a_translation(snapshotted_run):
     assert one == many
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         translator.translate(texts, batch_size=0)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_the_lean_decode_step_translates_as_the_module_path(snapshotted_run, monkeypatch, beam):
+    """The Translator decodes a Transformer through its lean step; the module path (the
+    searches over ``Transformer.step``) gives the same translations and attention."""
+    out, _ = snapshotted_run
+    texts = ["a b c d e", "f", "g h i", "j a", "b c d e f g h"]
+    lean = Translator.load(out).translate(texts, beam_size=beam, attention=True)
+    monkeypatch.setattr(translator_module, "has_lean_step", lambda model: False)
+    module = Translator.load(out).translate(texts, beam_size=beam, attention=True)
+    assert [t.target_ids for t in lean] == [t.target_ids for t in module]
+    for ours, theirs in zip(lean, module, strict=True):
+        torch.testing.assert_close(ours.attention, theirs.attention, atol=1e-5, rtol=0)
+    assert all(t.attention is None for t in Translator.load(out).translate(texts))
+
+
+def test_lower_precisions_need_the_lean_step(snapshotted_run):
+    out, _ = snapshotted_run
+    translator = Translator.load(out, precision="bfloat16")
+    assert translator.precision == "bfloat16"
+    assert len(translator.translate(["a b c"])) == 1
+    with pytest.raises(ValueError, match="precision must be one of float32, bfloat16, int8"):
+        Translator.load(out, precision="float16")
+    rnn = build_model(
+        "seq2seq_rnn", build_config("seq2seq_rnn", {"src_vocab_size": 10, "tgt_vocab_size": 10})
+    )
+    with pytest.raises(ValueError, match="decodes in float32 only"):
+        Translator(rnn, translator.source_tokenizer, translator.target_tokenizer,
+                   translator.decode, precision="int8")  # fmt: skip
 
 
 def test_the_report_shows_the_first_and_then_the_shortest_sentences():

@@ -7,6 +7,8 @@ import argparse
 import dataclasses
 import sys
 
+from qkv.cli.serving_options import add_precision, chosen_precision
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -28,12 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--stop", action="append", default=[], metavar="TEXT", help="end at this text (repeatable)"
     )
-    parser.add_argument(
-        "--bf16",
-        action="store_true",
-        help="bfloat16 weights and cache for the decode steps (faster; tokens may differ "
-        "where two are nearly tied)",
-    )
+    add_precision(parser, bf16_alias=True)
     parser.set_defaults(run=run)
 
 
@@ -55,14 +52,12 @@ def run(args: argparse.Namespace) -> int:
     SamplingConfig(**given)  # the ranges of the flags given, checked before the model loads
     lm = LanguageModel.load(args.model)
     sampling = dataclasses.replace(lm.config.decode, **given)
-    import torch
-
-    dtype = torch.bfloat16 if args.bf16 else None
+    precision = chosen_precision(args)
     prompts = args.prompts or [""]
-    return _generate(lm, prompts, sampling, args.stop, dtype)
+    return _generate(lm, prompts, sampling, args.stop, precision)
 
 
-def _generate(lm, prompts: list[str], sampling, stop: list[str], dtype) -> int:
+def _generate(lm, prompts: list[str], sampling, stop: list[str], precision) -> int:
     if len(prompts) == 1:
         # The prompt is echoed with the first new text, so that an error or a warning about
         # it (raised before generation starts) comes first.
@@ -73,10 +68,10 @@ def _generate(lm, prompts: list[str], sampling, stop: list[str], dtype) -> int:
             sys.stdout.flush()
             pending.clear()
 
-        lm.generate(prompts, sampling, stop=stop, on_text=stream, weights_dtype=dtype)
+        lm.generate(prompts, sampling, stop=stop, on_text=stream, precision=precision)
         sys.stdout.write("".join(pending) + "\n")
         return 0
-    texts = lm.generate(prompts, sampling, stop=stop, weights_dtype=dtype)
+    texts = lm.generate(prompts, sampling, stop=stop, precision=precision)
     for prompt, text in zip(prompts, texts, strict=True):
         print(f"{prompt}{text}")
         print("---")

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Iterable, Iterator
 
 from qkv.cli.inputs import STDIN, read_lines
+from qkv.cli.serving_options import add_precision, chosen_precision
 
 CHUNK = 256  # lines of stdin translated together
 
@@ -27,6 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--progress", action="store_true", help="show sentences done and their rate on stderr"
     )
+    add_precision(parser)
     parser.set_defaults(run=run)
 
 
@@ -44,7 +46,7 @@ def _chunks(lines: Iterable[str]) -> Iterator[list[str]]:
 def run(args: argparse.Namespace) -> int:
     from qkv.tasks.translation import Translator
 
-    translator = Translator.load(args.model)
+    translator = Translator.load(args.model, precision=chosen_precision(args) or "float32")
     chunks = [args.text] if args.text else _chunks(read_lines(STDIN))
     bar = None
     if args.progress:

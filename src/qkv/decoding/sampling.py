@@ -31,6 +31,7 @@ from torch import Tensor
 from qkv.attention.core import masked_softmax
 from qkv.attention.kv_cache import KVCache
 from qkv.hardware import warn_if_slow_bfloat16
+from qkv.models.packed_linear import Precision, activation_dtype, check_precision
 
 
 class CausalLM(Protocol):
@@ -139,7 +140,7 @@ def generate(
     device: torch.device | str | None = None,
     context: int | None = None,
     fast_step: bool = True,
-    weights_dtype: torch.dtype | None = None,
+    precision: Precision | None = None,
 ) -> Generation:
     """Continue every prompt (a list of token ids, at least one each) by up to
     ``config.max_new_tokens`` tokens.
@@ -156,6 +157,9 @@ def generate(
             and values are recomputed once), and positions restart from 0 at the window's
             start, as in any training window. The uncached path moves the window alike, so
             both give the same tokens. ``None``: no limit.
+        precision: the weights of the lean decode step (a model with ``decode_step``, with the
+            cache): ``"float32"`` (the default; the same tokens as the module path),
+            ``"bfloat16"`` or ``"int8"`` (:mod:`qkv.models.packed_linear`).
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token (got an empty prompt or none)")
@@ -178,16 +182,19 @@ def generate(
     capacity = longest + config.max_new_tokens
     if context is not None:
         capacity = min(capacity, context)
-    caches = model.new_caches(b, capacity, dtype=weights_dtype) if use_cache else None
+    if precision is not None:
+        check_precision(precision)
+    cache_dtype = None if precision is None else activation_dtype(precision)
+    caches = model.new_caches(b, capacity, dtype=cache_dtype) if use_cache else None
     padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
-    # A model with a lean decode step (TransformerLM) uses it, in weights_dtype if given.
+    # A model with a lean decode step (TransformerLM) uses it, in `precision` if given.
     fast = None
     if use_cache and fast_step and hasattr(model, "decode_step"):
-        if weights_dtype == torch.bfloat16:
-            warn_if_slow_bfloat16(device, "bfloat16 weights")
-        fast = model.decode_weights(weights_dtype or torch.float32)
-    elif weights_dtype is not None:
-        raise ValueError("weights_dtype needs the KV cache and a model with decode_step")
+        if precision in ("bfloat16", "int8"):
+            warn_if_slow_bfloat16(device, f"{precision} weights")
+        fast = model.decode_weights(precision or "float32")
+    elif precision is not None:
+        raise ValueError("precision needs the KV cache and a model with decode_step")
 
     sequence, mask = ids, keep  # everything so far: (B, P + n)
     feed = ids  # what the next forward pass reads
@@ -201,7 +208,7 @@ def generate(
                 start = sequence.size(1) - max(1, capacity // 2)
                 if use_cache:
                     feed = sequence[:, start:]
-                    caches = model.new_caches(b, capacity, dtype=weights_dtype)
+                    caches = model.new_caches(b, capacity, dtype=cache_dtype)
             window = mask[:, start:] if padded else None
             if fast is not None:
                 logits = model.decode_step(fast, feed, caches, keep=window)  # (B, V)

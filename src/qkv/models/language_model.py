@@ -32,6 +32,7 @@ from qkv.layers.transformer import TransformerEncoder
 from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.language_model_decode import DecodeWeights, decode_step
 from qkv.models.outputs import LMOutput
+from qkv.models.packed_linear import Precision
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, transformer_layers
@@ -149,13 +150,14 @@ class TransformerLM(nn.Module):
             nn.init.normal_(block.self_attn.out_proj.weight, std=residual_std)
             nn.init.normal_(block.ffn.linear2.weight, std=residual_std)
 
-    def decode_weights(self, dtype: torch.dtype = torch.float32) -> DecodeWeights:
-        """Weights prepared for :meth:`decode_step` in ``dtype``: copies, kept until any
+    def decode_weights(self, precision: Precision = "float32") -> DecodeWeights:
+        """Weights prepared for :meth:`decode_step` in ``precision`` (``"float32"``,
+        ``"bfloat16"`` or ``"int8"``, :mod:`qkv.models.packed_linear`): copies, kept until any
         parameter changes (every in-place update moves a tensor's version counter)."""
-        key = (dtype, *((p.data_ptr(), p._version, p.device) for p in self.parameters()))
+        key = (precision, *((p.data_ptr(), p._version, p.device) for p in self.parameters()))
         cached = getattr(self, "_decode_weights", None)
         if cached is None or cached[0] != key:
-            cached = (key, DecodeWeights(self, dtype))
+            cached = (key, DecodeWeights(self, precision))
             self._decode_weights = cached
         return cached[1]
 

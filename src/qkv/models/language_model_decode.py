@@ -7,10 +7,8 @@ generality: a module call, shape and mask validation, and three separate project
 attention layer. This step computes the same function in inference mode with
 
 - one fused query/key/value projection per layer (one matrix product instead of three);
-- every weight laid out for the fastest kernel of its dtype (:func:`_layout`): float32 weights
-  transposed to ``(D_in, D_out)``, so a product with one row reads them in storage order, 2-3x
-  faster than ``F.linear`` on this kind of CPU; bfloat16 weights as they are, read by the
-  matrix-vector kernel for a single row;
+- every weight packed for the fastest kernel of its precision
+  (:mod:`qkv.models.packed_linear`: float32, bfloat16 or int8 weight-only);
 - direct calls of ``layer_norm``, ``scaled_dot_product_attention`` and ``addmm``.
 
 The prepared weights are copies taken when :class:`DecodeWeights` is built;
@@ -30,83 +28,66 @@ from torch import Tensor
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import causal_mask, combine_masks
 from qkv.layers.feedforward import ACTIVATIONS
+from qkv.models.packed_linear import (
+    PackedLinear,
+    Precision,
+    activation_dtype,
+    check_precision,
+    fused,
+    linear,
+    pack,
+)
 
 
 @dataclass(frozen=True)
 class _Layer:
     norm1: tuple[Tensor, Tensor]
-    qkv_t: Tensor  # (D, (H + 2 Hkv) Dh)
-    qkv_bias: Tensor | None
-    out_t: Tensor  # (H Dv, D)
-    out_bias: Tensor | None
+    qkv: PackedLinear  # D -> (H + 2 Hkv) Dh
+    out: PackedLinear  # H Dv -> D
     norm2: tuple[Tensor, Tensor]
-    fc1_t: Tensor  # (D, F)
-    fc1_bias: Tensor | None
-    fc2_t: Tensor  # (F, D)
-    fc2_bias: Tensor | None
+    fc1: PackedLinear  # D -> F
+    fc2: PackedLinear  # F -> D
 
 
-def _layout(weight: Tensor, dtype: torch.dtype) -> Tensor:
-    """The weight ``(D_out, D_in)`` as :func:`_linear` reads it fastest in ``dtype``: float32
-    transposed to ``(D_in, D_out)``; other dtypes as they are (their matrix-vector kernel reads
-    ``(D_out, D_in)`` at full memory bandwidth, their ``x @ W.T`` kernel does not)."""
-    weight = weight.detach().to(dtype)
-    return (weight.t() if dtype == torch.float32 else weight).contiguous()
+def _qkv(attention) -> list[torch.nn.Linear]:
+    return [attention.q_proj, attention.k_proj, attention.v_proj]
 
 
-def _t(linear: torch.nn.Linear, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
-    bias = None if linear.bias is None else linear.bias.detach().to(dtype)
-    return _layout(linear.weight, dtype), bias
+def _norm(norm: torch.nn.LayerNorm) -> tuple[Tensor, Tensor]:
+    return norm.weight.detach(), norm.bias.detach()
 
 
 class DecodeWeights:
-    """Transposed, fused copies of a :class:`TransformerLM`'s weights for :func:`decode_step`,
-    in ``dtype`` (bfloat16 halves the bytes each token reads; LayerNorms and the residual
-    stream stay float32)."""
+    """Packed, fused copies of a :class:`TransformerLM`'s weights for :func:`decode_step`, in
+    ``precision`` (:mod:`qkv.models.packed_linear`: bfloat16 halves the bytes each token reads,
+    int8 quarters them; LayerNorms, embeddings and the residual stream stay float32)."""
 
-    def __init__(self, model, dtype: torch.dtype = torch.float32) -> None:
-        self.model, self.dtype = model, dtype
-        layers = []
-        for block in model.blocks.layers:
-            att, ffn = block.self_attn, block.ffn
-            weights = [att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]
-            qkv_t = _layout(torch.cat([w.detach() for w in weights], dim=0), dtype)
-            biases = [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias]
-            qkv_bias = None
-            if biases[0] is not None:
-                qkv_bias = torch.cat([b.detach() for b in biases]).to(dtype)
-            out_t, out_bias = _t(att.out_proj, dtype)
-            fc1_t, fc1_bias = _t(ffn.linear1, dtype)
-            fc2_t, fc2_bias = _t(ffn.linear2, dtype)
-            layers.append(
-                _Layer(
-                    (block.norm1.weight.detach(), block.norm1.bias.detach()),
-                    qkv_t,
-                    qkv_bias,
-                    out_t,
-                    out_bias,
-                    (block.norm2.weight.detach(), block.norm2.bias.detach()),
-                    fc1_t,
-                    fc1_bias,
-                    fc2_t,
-                    fc2_bias,
-                )
+    def __init__(self, model, precision: Precision = "float32") -> None:
+        self.model, self.precision = model, check_precision(precision)
+        self.dtype = activation_dtype(self.precision)  # of the caches and linear inputs
+        self.layers = [
+            _Layer(
+                _norm(block.norm1),
+                fused(_qkv(block.self_attn), self.precision),
+                pack(block.self_attn.out_proj.weight, block.self_attn.out_proj.bias, precision),
+                _norm(block.norm2),
+                pack(block.ffn.linear1.weight, block.ffn.linear1.bias, precision),
+                pack(block.ffn.linear2.weight, block.ffn.linear2.bias, precision),
             )
-        self.layers = layers
-        norm = model.blocks.norm
-        self.final_norm = (norm.weight.detach(), norm.bias.detach())
-        self.output_t = _layout(model.output_proj.weight, dtype)  # (D, V) or (V, D)
+            for block in model.blocks.layers
+        ]
+        self.final_norm = _norm(model.blocks.norm)
+        self.output = pack(model.output_proj.weight, None, precision)  # D -> V
         self.activation = ACTIVATIONS[model.config.activation]
 
-
-def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``x (N, D_in)`` through a weight laid out by :func:`_layout`: ``(N, D_out)``."""
-    if x.dtype == torch.float32:  # weight (D_in, D_out)
-        return x @ weight if bias is None else torch.addmm(bias, x, weight)
-    if x.size(0) == 1:  # one row: the matrix-vector kernel, weight (D_out, D_in)
-        out = torch.mv(weight, x[0])
-        return (out if bias is None else out + bias)[None]
-    return F.linear(x, weight, bias)
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed weights a decoded token reads (the embedding rows it looks up
+        excepted)."""
+        linears = [self.output, *(p for layer in self.layers for p in
+                                  (layer.qkv, layer.out, layer.fc1, layer.fc2))]  # fmt: skip
+        norms = [t for layer in self.layers for t in (*layer.norm1, *layer.norm2)]
+        return sum(p.nbytes for p in linears) + sum(t.numel() * 4 for t in norms)
 
 
 def decode_step(
@@ -144,7 +125,7 @@ def decode_step(
     rotary = model.blocks.layers[0].self_attn.rotary
     for layer, cache in zip(weights.layers, caches, strict=True):
         y = F.layer_norm(x, (width,), *layer.norm1, eps).to(dtype).view(b * t, width)
-        qkv = _linear(y, layer.qkv_t, layer.qkv_bias).view(b, t, h + 2 * hkv, dh)
+        qkv = linear(y, layer.qkv).view(b, t, h + 2 * hkv, dh)
         q = qkv[:, :, :h].transpose(1, 2)  # (B, H, T, Dh)
         k = qkv[:, :, h : h + hkv].transpose(1, 2)  # (B, Hkv, T, Dh)
         v = qkv[:, :, h + hkv :].transpose(1, 2)
@@ -155,9 +136,9 @@ def decode_step(
             q, k, v, attn_mask=mask, enable_gqa=h != hkv
         )  # (B, H, T, Dh)
         context = context.transpose(1, 2).reshape(b * t, h * dh)
-        x = x + _linear(context, layer.out_t, layer.out_bias).view(b, t, width).float()
+        x = x + linear(context, layer.out).view(b, t, width).float()
         y = F.layer_norm(x, (width,), *layer.norm2, eps).to(dtype).view(b * t, width)
-        hidden = weights.activation(_linear(y, layer.fc1_t, layer.fc1_bias))
-        x = x + _linear(hidden, layer.fc2_t, layer.fc2_bias).view(b, t, width).float()
+        hidden = weights.activation(linear(y, layer.fc1))
+        x = x + linear(hidden, layer.fc2).view(b, t, width).float()
     last = F.layer_norm(x[:, -1], (width,), *weights.final_norm, eps).to(dtype)  # (B, D)
-    return _linear(last, weights.output_t, None).float()  # (B, V)
+    return linear(last, weights.output).float()  # (B, V)

@@ -18,6 +18,7 @@ from qkv.data.tokenizer import check_vocab_size
 from qkv.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from qkv.decoding.sampling import Generation, SamplingConfig, generate
 from qkv.models.language_model import TransformerLM
+from qkv.models.packed_linear import Precision
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.input_checks import (
     InputWarning,
@@ -154,13 +155,14 @@ class LanguageModel:
         *,
         stop: Sequence[str] = (),
         on_text: Callable[[int, str], None] | None = None,
-        weights_dtype: torch.dtype | None = None,
+        precision: Precision | None = None,
     ) -> list[str]:
         """Continue each prompt of ``prompts`` (a list of str: a bare str is a ``TypeError``,
         as it would be read as its characters); ``stop`` strings end a row (and are cut off);
-        ``on_text(row, new_text)`` streams text as it is produced; ``weights_dtype``
-        (``torch.bfloat16``) halves the memory each token reads. Lengths are checked as the
-        class says."""
+        ``on_text(row, new_text)`` streams text as it is produced; ``precision``
+        (``"bfloat16"``, ``"int8"``) halves or quarters the memory each token reads
+        (:mod:`qkv.models.packed_linear`; ``None``: float32). Lengths are checked as the class
+        says."""
         prompts = text_list(prompts, "prompts")
         sampling = sampling or self.config.section("decode", SamplingConfig)
         encoded = self._encode(
@@ -200,7 +202,7 @@ class LanguageModel:
             pad_id=PAD_ID,
             stop=watch,
             context=limit,
-            weights_dtype=weights_dtype,
+            precision=precision,
         )
         return [cut_at_stop(self.tokenizer.decode(ids)) for ids in out.tokens]
 

@@ -18,7 +18,9 @@ from qkv.data.tokenizer import check_vocab_size
 from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
+from qkv.models.packed_linear import Precision, check_precision
 from qkv.models.registry import build_config, build_model
+from qkv.models.transformer_decode import LeanTranslationDecoder, decode_weights, has_lean_step
 from qkv.tasks.input_checks import (
     LengthLimits,
     check_lengths,
@@ -55,7 +57,8 @@ class Translation:
     source_pieces: list[str]  # the S source tokens the model saw (EOS included)
     target_ids: list[int]  # the generated token ids (EOS excluded)
     target_pieces: list[str]  # the generated tokens (EOS included)
-    attention: Tensor | None  # (len(target_pieces), S), or None for models without attention
+    # (len(target_pieces), S) when translate(attention=True) asked for it and the model has it
+    attention: Tensor | None
 
 
 SPLIT_ADVICE = "split it into sentences and translate those"
@@ -70,6 +73,13 @@ class Translator:
     Longer sources warn; sources over the hard limit are a ``ValueError`` raised before any
     decoding (before tokenizing, when their characters or words already show it). ``None``
     (a model being trained): no length checks. Sources made mostly of ``<unk>`` warn.
+
+    A Transformer (without a copy head) decodes through its lean decode step
+    (:class:`~qkv.models.transformer_decode.LeanTranslationDecoder`) with its weights in
+    ``precision``: ``"float32"`` gives the module path's translations token for token;
+    ``"bfloat16"`` and ``"int8"`` (:mod:`qkv.models.packed_linear`) are faster where the CPU has
+    the kernels and may translate a little differently. Other models (the RNNs, copying
+    Transformers) decode through their module path, in float32 only.
     """
 
     def __init__(
@@ -81,6 +91,7 @@ class Translator:
         *,
         limits: LengthLimits | None = None,
         data: DataConfig | None = None,
+        precision: Precision = "float32",
     ) -> None:
         self.model, self.source_tokenizer, self.target_tokenizer = (
             model,
@@ -88,11 +99,17 @@ class Translator:
             target_tokenizer,
         )
         self.decode, self.limits, self.data = decode, limits, data
+        self.precision = check_precision(precision)
+        if precision != "float32" and not has_lean_step(model):
+            raise ValueError(
+                f"precision {precision} needs a Transformer without a copy head (its lean "
+                f"decode step); this {type(model).__name__} decodes in float32 only"
+            )
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> Translator:
-        """Load a directory written by :func:`~qkv.tasks.translation.train_translation`; errors
-        name what is wrong."""
+    def load(cls, model_dir: str | Path, *, precision: Precision = "float32") -> Translator:
+        """Load a directory written by :func:`~qkv.tasks.translation.train_translation`, to
+        decode in ``precision``; errors name what is wrong."""
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
             raise FileNotFoundError(f"no model directory {model_dir}")
@@ -115,6 +132,7 @@ class Translator:
             run.section("decode", DecodeConfig),
             limits=LengthLimits.without_table(data.max_len),
             data=data,
+            precision=precision,
         )
 
     @cached_property
@@ -162,18 +180,20 @@ class Translator:
         beam_size: int | None = None,
         batch_size: int | None = None,
         progress: bool = False,
+        attention: bool = False,
     ) -> list[Translation]:
         """Translate ``texts``, a list of str, in batches of similar length (greedy when
         ``beam_size`` is 1). A bare str is a ``TypeError`` (it would be read as its characters);
         lengths are checked as the class says.
 
         ``batch_size`` overrides the model's ``decode.batch_size`` (sentences per batch);
-        ``progress`` shows a bar with sentences per second on stderr.
+        ``progress`` shows a bar with sentences per second on stderr; ``attention`` fills each
+        :attr:`Translation.attention` with the search's cross-attention (``None`` otherwise).
         """
         texts = text_list(texts)
         beam_size, batch_size = self._check_sizes(beam_size, batch_size)
         encoded = self._encode(texts, single=False)
-        return self._translate(texts, encoded, beam_size, batch_size, progress)
+        return self._translate(texts, encoded, beam_size, batch_size, progress, attention)
 
     def _check_sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
         beam_size = self.decode.beam_size if beam_size is None else beam_size
@@ -191,6 +211,7 @@ class Translator:
         beam_size: int,
         batch_size: int,
         progress: bool = False,
+        attention: bool = False,
     ) -> list[Translation]:
         was_training = self.model.training
         self.model.eval()
@@ -204,10 +225,9 @@ class Translator:
         try:
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
-                for i, hyp in zip(
-                    rows, self._decode([encoded[i] for i in rows], beam_size), strict=True
-                ):
-                    results[i] = self._translation(texts[i], encoded[i], hyp)
+                hyps = self._decode([encoded[i] for i in rows], beam_size, attention)
+                for i, hyp in zip(rows, hyps, strict=True):
+                    results[i] = self._translation(texts[i], encoded[i], hyp, attention)
                 if bar is not None:
                     bar.update(len(rows))
         finally:
@@ -322,7 +342,7 @@ class Translator:
         output = {"summary": translation.text, "text": translation.text}
         return Seen(output, views, subject="the translation")
 
-    def _decode(self, sources: list[list[int]], beam_size: int) -> list[Any]:
+    def _decode(self, sources: list[list[int]], beam_size: int, attention: bool) -> list[Any]:
         lengths = torch.tensor([len(s) for s in sources])
         src = torch.full((len(sources), int(lengths.max())), PAD_ID, dtype=torch.long)
         for row, ids in enumerate(sources):
@@ -331,11 +351,21 @@ class Translator:
         src, lengths = src.to(device), lengths.to(device)
         # Each sentence's own limit: its output never depends on the rest of its batch.
         max_len = [self.decode.max_len(len(s)) for s in sources]
+        model: Any = self.model
+        if has_lean_step(self.model):
+            weights = decode_weights(self.model, self.precision)
+            model = LeanTranslationDecoder(
+                self.model,
+                precision=self.precision,
+                max_len=max(max_len),
+                need_attention=attention,
+                weights=weights,
+            )
         with torch.inference_mode():
             if beam_size == 1:
-                return greedy_search(self.model, src, lengths, max_len=max_len)
+                return greedy_search(model, src, lengths, max_len=max_len)
             nbest = beam_search(
-                self.model,
+                model,
                 src,
                 lengths,
                 beam_size=beam_size,
@@ -344,7 +374,9 @@ class Translator:
             )
         return [hyps[0] for hyps in nbest]
 
-    def _translation(self, text: str, source_ids: list[int], hyp: Any) -> Translation:
+    def _translation(
+        self, text: str, source_ids: list[int], hyp: Any, attention: bool
+    ) -> Translation:
         tokens = list(hyp.tokens)
         return Translation(
             source=text,
@@ -352,7 +384,11 @@ class Translator:
             source_pieces=self.source_tokenizer.pieces(source_ids),
             target_ids=tokens,
             target_pieces=self.target_tokenizer.pieces([*tokens, EOS_ID]),
-            attention=None if hyp.attention is None else hyp.attention[:, : len(source_ids)],
+            attention=(
+                hyp.attention[:, : len(source_ids)]
+                if attention and hyp.attention is not None
+                else None
+            ),
         )
 
 

@@ -1,0 +1,35 @@
+"""The options of the commands that run a model for its outputs (``translate``, ``generate``,
+``serve``): the precision of its weights and, later, the engine that runs it."""
+
+from __future__ import annotations
+
+import argparse
+
+# qkv.models.packed_linear.PRECISIONS, spelled out so that parsing imports no torch
+# (tests/cli/test_serving_options.py checks that they agree).
+PRECISION_CHOICES = ("float32", "bfloat16", "int8")
+
+
+def add_precision(parser: argparse.ArgumentParser, *, bf16_alias: bool = False) -> None:
+    """``--precision {float32,bfloat16,int8}`` (and ``--bf16``, its older spelling)."""
+    parser.add_argument(
+        "--precision",
+        choices=PRECISION_CHOICES,
+        default=None,
+        help="weights of the decode steps: float32 (default: the same outputs as the model's "
+        "forward pass), bfloat16 (half the bytes) or int8 (weight-only, a quarter); the lower "
+        "two are faster and may pick another token where two are nearly tied",
+    )
+    if bf16_alias:
+        parser.add_argument("--bf16", action="store_true", help="the same as --precision bfloat16")
+
+
+def chosen_precision(args: argparse.Namespace) -> str | None:
+    """The precision asked for (``None``: the default, float32); ``--bf16`` with another
+    ``--precision`` is an error."""
+    precision = args.precision
+    if getattr(args, "bf16", False):
+        if precision not in (None, "bfloat16"):
+            raise ValueError(f"--bf16 contradicts --precision {precision}; pass one of them")
+        precision = "bfloat16"
+    return precision
