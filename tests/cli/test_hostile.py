@@ -186,6 +186,18 @@ def _checkpointed_run(root: Path) -> Path:
     return out
 
 
+def _rnn_run(root: Path) -> Path:
+    """A recurrent translation model of two steps (CTranslate2 has none to export it to)."""
+    out = root / "rnn"
+    config = {
+        **_translation_config(root, out_dir=str(out)),
+        "model": {"family": "seq2seq_rnn", "embed_dim": 8, "hidden_dim": 8, "cell": "gru",
+                  "attention": "bahdanau"},
+    }  # fmt: skip
+    assert main(["train", _write_yaml(root / "rnn.yaml", config), "--quiet"]) == 0
+    return out
+
+
 def _corrupt_models(bad: Path, models: dict[str, Path]) -> None:
     """Copies of the trained models, each broken in one way."""
 
@@ -235,6 +247,7 @@ def _corrupt_models(bad: Path, models: dict[str, Path]) -> None:
     edit_config(copy("language_model", "lm-temperature-nan"),
                 lambda c: c["decode"].update(temperature=float("nan")))  # fmt: skip
     edit_config(copy("tagging", "tag-train-list"), lambda c: c.update(train=[1]))
+    edit_config(copy("translation", "tr-copying"), lambda c: c["model"].update(copy=True))
     step = bad / "resume-weights-garbage" / "checkpoints" / "step-000000002"
     shutil.copytree(models["checkpointed"], step.parents[1])
     (step / "model.safetensors").write_bytes(bytes(range(256)))
@@ -248,6 +261,7 @@ def world(tmp_path_factory) -> World:
     root = tmp_path_factory.mktemp("hostile")
     models = train_models(root / "models")
     models["checkpointed"] = _checkpointed_run(root / "models")
+    models["rnn"] = _rnn_run(root / "models")
     _hostile_files(root / "files", models)
     (root / "bad").mkdir()
     _corrupt_models(root / "bad", models)
@@ -255,7 +269,7 @@ def world(tmp_path_factory) -> World:
     values = {
         "lm": models["language_model"], "translator": models["translation"],
         "classifier": models["classification"], "tagger": models["tagging"],
-        "vit": models["vit"], "captioner": models["caption"],
+        "vit": models["vit"], "captioner": models["caption"], "rnn": models["rnn"],
         "bad": root / "bad", "files": root / "files", "missing": root / "missing",
         "out": root / "out", "long": "a " * (LONG // 2), "png": root / "files" / "digit.png",
     }  # fmt: skip
@@ -528,6 +542,25 @@ CASES = [
          "{bad}/lm-weights-truncated/model.safetensors"),
     case("evaluate-config-binary", "evaluate --model {bad}/tag-config-binary",
          "{bad}/tag-config-binary/config.json"),
+    # export: a missing model, an unknown format, an output in the way, what cannot be exported
+    case("export-missing-model", "export --format ctranslate2 --model {missing} -o {out}/ct2",
+         "no model directory at {missing}"),
+    case("export-unknown-format", "export --format onnx --model {translator} -o {out}/ct2",
+         "argument --format: invalid choice: 'onnx'"),
+    case("export-output-exists", "export --format ctranslate2 --model {translator} -o {files}",
+         "{files} exists and is not empty; choose another output, or pass --overwrite"),
+    case("export-over-the-model", "export --format ctranslate2 --model {translator} "
+         "-o {translator} --overwrite", "would replace the model directory {translator}"),
+    case("export-quantization", "export --format ctranslate2 --model {translator} -o {out}/ct2 "
+         "--quantization int4", "quantization must be one of int8, int8_float32, int16"),
+    case("export-other-task", "export --format ctranslate2 --model {classifier} -o {out}/ct2",
+         "classifiers cannot be exported to CTranslate2 (only translation models and "
+         "language models can)"),
+    case("export-rnn", "export --format ctranslate2 --model {rnn} -o {out}/ct2",
+         "holds a seq2seq_rnn model: CTranslate2 has no recurrent encoder-decoder",
+         needs="ctranslate2"),
+    case("export-copying", "export --format ctranslate2 --model {bad}/tr-copying -o {out}/ct2",
+         "holds a copying model (copy: true)", needs="ctranslate2"),
     # plot-attention
     case("plot-attention-missing-model", "plot-attention --model {missing} a -o {out}/a.png",
          "no model directory at {missing}"),

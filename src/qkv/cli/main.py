@@ -18,6 +18,7 @@ from qkv.cli import (
     demo,
     embed,
     evaluate,
+    export,
     generate,
     plot_attention,
     plot_curves,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         vision,
         embed,
         evaluate,
+        export,
         plot_attention,
         plot_curves,
         serve,
@@ -67,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings_to_stderr(args.command):
             return args.run(args)
     except ModuleNotFoundError as error:
+        if "pip install" in str(error):  # qkv's own message names the extra to install
+            print(f"qkv {args.command}: error: {error}", file=sys.stderr)
+            return 2
         print(
             f"qkv {args.command}: error: this command needs the package {error.name!r}; "
             "install the extras with: pip install 'qkv[all]'",

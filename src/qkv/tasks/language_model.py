@@ -21,6 +21,7 @@ from qkv.data.text_corpus import load_text_corpus
 from qkv.decoding.sampling import SamplingConfig
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
+from qkv.tasks.ctranslate2_export import export_language_model
 from qkv.tasks.lm_data import LMBatch, lm_batches, lm_loss, load_tokenizer, train_tokenizer
 from qkv.tasks.lm_runner import LanguageModel, LMEvaluation
 from qkv.tasks.protocol import TaskSpec
@@ -111,6 +112,7 @@ TASK = TaskSpec(
     view_options=frozenset({"layer", "heads"}),
     generates=True,
     train_settings=frozenset({"batch_tokens"}),
+    export_ctranslate2=export_language_model,
 )
 
 __all__ = [

@@ -192,6 +192,9 @@ class TaskSpec:
             weight moved to ``train:``), each with its new ``section.key``: a saved run's
             ``config.json`` is read with the value moved; a YAML file that sets the old key is
             refused, naming the new place.
+        export_ctranslate2: ``export(model_dir, out_dir, *, quantization, overwrite)``, which
+            writes a trained model directory as a CTranslate2 model (``qkv export``); ``None``:
+            the task's models cannot be exported.
     """
 
     name: str
@@ -208,6 +211,7 @@ class TaskSpec:
     generates: bool = False
     train_settings: frozenset[str] = frozenset(TASK_SETTINGS)
     moved_model_keys: Mapping[str, str] = field(default_factory=dict)
+    export_ctranslate2: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.train_settings <= set(TASK_SETTINGS):

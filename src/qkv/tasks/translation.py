@@ -30,6 +30,7 @@ from qkv.data import (
 from qkv.data.vocab import PAD_ID
 from qkv.evaluation.bleu import corpus_scores
 from qkv.models.registry import build_config, build_model
+from qkv.tasks.ctranslate2_export import export_translation
 from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.run_config import DataConfig, DecodeConfig, RunConfig
 from qkv.tasks.run_dir import SOURCE_TOKENIZER, TARGET_TOKENIZER, save_results
@@ -193,6 +194,7 @@ TASK = TaskSpec(
     load=Translator.load,
     evaluate_options=frozenset({"beam", "examples", "batch_size"}),
     view_options=frozenset({"beam", "layer", "heads"}),
+    export_ctranslate2=export_translation,
 )
 
 
