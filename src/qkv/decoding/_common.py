@@ -127,8 +127,10 @@ def checked_step(
     reads to block repeated n-grams.
 
     Returns:
-        ``(out, log_probs)``: ``log_probs (N, V)`` in float64 (sums of many terms stay exact to
-        well below the 1e-6 of the tests), with forbidden tokens at ``-inf``.
+        ``(out, log_probs)``: ``log_probs (N, V)`` in the model's dtype, with forbidden tokens
+        at ``-inf``. The searches add the values they pick in float64 (sums of many terms stay
+        exact to well below the 1e-6 of the tests); widening is exact and keeps every order, so
+        picking before widening picks the same values.
     """
     out = model.step(tokens, state)
     rows = tokens.size(0)
@@ -150,7 +152,6 @@ def checked_step(
         raise ValueError(
             f"forbidden_ids={list(forbidden)} are out of range for a vocabulary of {vocab}"
         )
-    log_probs = log_probs.to(torch.float64)
     if forbidden:
         index = torch.tensor(forbidden, device=log_probs.device)
         log_probs = log_probs.index_fill(1, index, -math.inf)

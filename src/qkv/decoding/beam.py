@@ -182,11 +182,16 @@ def beam_search(
         )  # log_probs (n*K, V)
         vocab = log_probs.size(1)
         attn_history = append_attention(attn_history, out.attention, step)  # (n*K, t+1, S)
-        candidates = (live.view(n * k, 1) + log_probs).view(n, k * vocab)  # (n, K*V)
+        # The best 2K candidates of a sentence are among the best 2K of each of its rows (a
+        # row adds one number, its live score, to all its tokens): rank each row's tokens
+        # first, in the model's dtype, then only those candidates in float64.
+        per_row = min(2 * k, vocab)
+        row_scores, row_tokens = log_probs.topk(per_row, dim=1)  # (n*K, c)
+        candidates = (live.view(n * k, 1) + row_scores.to(torch.float64)).view(n, k * per_row)
         # 2K candidates always hold K non-EOS ones: each live hypothesis has one EOS candidate.
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, C), sorted
-        top_rows = top_index // vocab + torch.arange(n, device=device)[:, None] * k  # (n, C)
-        top_tokens = top_index % vocab  # (n, C)
+        top_scores, top_index = candidates.topk(min(2 * k, k * per_row), dim=1)  # (n, C), sorted
+        top_rows = top_index // per_row + torch.arange(n, device=device)[:, None] * k  # (n, C)
+        top_tokens = row_tokens.view(n, k * per_row).gather(1, top_index)  # (n, C)
         is_eos = top_tokens == eos_id  # (n, C)
 
         # Finished: EOS candidates among the best K, of nonzero probability.
