@@ -379,6 +379,12 @@ CASES = [
          "{bad}/empty/config.json"),
     case("translate-argument-not-utf8", "translate --model {translator} caf\udce9",
          "texts[0] has a lone surrogate (U+DCE9 at character 3)"),
+    case("translate-precision-unknown", "translate --model {translator} --precision float16 a",
+         "argument --precision: invalid choice: 'float16'"),
+    case("translate-engine-not-an-export", "translate --model {translator} --engine ctranslate2 a",
+         "export it first with qkv export --format ctranslate2"),
+    case("generate-bf16-and-int8", "generate --model {lm} --bf16 --precision int8 a",
+         "--bf16 contradicts --precision int8"),
     # generate
     case("generate-temperature-nan", "generate --model {lm} --temperature nan a",
          "temperature must be a finite number > 0, or 0 for greedy, got nan"),

@@ -533,3 +533,45 @@ def test_a_missing_package_says_what_to_install(translation, monkeypatch, tmp_pa
     err = capsys.readouterr().err
     assert "qkv export: error: " in err and "pip install 'qkv[ctranslate2]'" in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------- --engine and --precision
+
+
+def _printed(capsys, argv: list[str]) -> list[str]:
+    assert main(argv) == 0, capsys.readouterr().err
+    return capsys.readouterr().out.splitlines()
+
+
+def test_translate_with_the_ctranslate2_engine_prints_what_qkv_prints(translation, capsys):
+    texts = _test_texts(translation["model"])[:6]
+    ours = _printed(capsys, ["translate", "--model", str(translation["model"]), *texts])
+    theirs = _printed(capsys, ["translate", "--model", str(translation["float32"]),
+                               "--engine", "ctranslate2", *texts])  # fmt: skip
+    assert theirs == ours and len(ours) == 6
+    int8 = _printed(capsys, ["translate", "--model", str(translation["float32"]),
+                             "--engine", "ctranslate2", "--precision", "int8", *texts])  # fmt: skip
+    assert len(int8) == 6
+    for precision in ("bfloat16", "int8"):  # qkv's own lower precisions, same checks and lines
+        lower = _printed(capsys, ["translate", "--model", str(translation["model"]),
+                                  "--precision", precision, *texts])  # fmt: skip
+        assert _share([s.split() for s in lower], [s.split() for s in ours]) >= 0.5
+    # The qkv model directory is not an export: the error says how to make one.
+    argv = ["translate", "--model", str(translation["model"]), "--engine", "ctranslate2", "a"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "export it first with qkv export --format ctranslate2" in err
+    assert "Traceback" not in err
+
+
+def test_generate_with_the_ctranslate2_engine(language_model, capsys):
+    model, exported = str(language_model["model"]), str(language_model["ct2"])
+    prompts = ["the king", "the river crossed the"]
+    greedy = ["--temperature", "0", "--max-new-tokens", "20"]
+    ours = _printed(capsys, ["generate", "--model", model, *greedy, *prompts])
+    theirs = _printed(capsys, ["generate", "--model", exported, "--engine", "ctranslate2",
+                               *greedy, *prompts])  # fmt: skip
+    assert theirs == ours
+    argv = ["generate", "--model", exported, "--engine", "ctranslate2", "--temperature", "0.7"]
+    assert main([*argv, "a"]) == 2
+    assert "generates greedily" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 import sys
 
-from qkv.cli.serving_options import add_precision, chosen_precision
+from qkv.cli.serving_options import add_engine, add_precision, chosen_precision, compute_type
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--stop", action="append", default=[], metavar="TEXT", help="end at this text (repeatable)"
     )
     add_precision(parser, bf16_alias=True)
+    add_engine(parser)
     parser.set_defaults(run=run)
 
 
@@ -50,11 +51,40 @@ def run(args: argparse.Namespace) -> int:
     }
     given = {k: v for k, v in chosen.items() if v is not None}
     SamplingConfig(**given)  # the ranges of the flags given, checked before the model loads
+    if args.engine == "ctranslate2":
+        return _generate_ctranslate2(args, given)
     lm = LanguageModel.load(args.model)
     sampling = dataclasses.replace(lm.config.decode, **given)
     precision = chosen_precision(args)
     prompts = args.prompts or [""]
     return _generate(lm, prompts, sampling, args.stop, precision)
+
+
+def _generate_ctranslate2(args: argparse.Namespace, given: dict) -> int:
+    """Greedy continuations by CTranslate2 (``--engine ctranslate2``), stop strings cut off."""
+    from qkv.tasks.ctranslate2_engine import CTranslate2Generator
+
+    engine = CTranslate2Generator.load(
+        args.model, compute_type=compute_type(chosen_precision(args))
+    )
+    sampling = dataclasses.replace(engine.sampling, **given)
+    if sampling.temperature != 0 or sampling.repetition_penalty != 1:
+        raise ValueError(
+            "--engine ctranslate2 generates greedily, without a repetition penalty; the flags or "
+            f"the model's decode section ask for temperature {sampling.temperature} and "
+            f"repetition penalty {sampling.repetition_penalty}: pass --temperature 0 "
+            "--repetition-penalty 1, or use --engine qkv"
+        )
+    prompts = args.prompts or [""]
+    texts = engine.generate(prompts, max_new_tokens=sampling.max_new_tokens)
+    for prompt, text in zip(prompts, texts, strict=True):
+        for marker in args.stop:
+            cut = text.find(marker)
+            text = text if cut < 0 else text[:cut]
+        print(f"{prompt}{text}")
+        if len(prompts) > 1:
+            print("---")
+    return 0
 
 
 def _generate(lm, prompts: list[str], sampling, stop: list[str], precision) -> int:

@@ -1,5 +1,5 @@
 """The options of the commands that run a model for its outputs (``translate``, ``generate``,
-``serve``): the precision of its weights and, later, the engine that runs it."""
+``serve``): the precision of its weights and the engine that runs it."""
 
 from __future__ import annotations
 
@@ -33,3 +33,23 @@ def chosen_precision(args: argparse.Namespace) -> str | None:
             raise ValueError(f"--bf16 contradicts --precision {precision}; pass one of them")
         precision = "bfloat16"
     return precision
+
+
+ENGINES = ("qkv", "ctranslate2")
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """``--engine {qkv,ctranslate2}``."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="qkv",
+        help="qkv (default) or ctranslate2: --model is then a directory written by qkv export "
+        "--format ctranslate2 (needs pip install 'qkv[ctranslate2]'), and --precision picks "
+        "CTranslate2's compute type (default: the type the export stored)",
+    )
+
+
+def compute_type(precision: str | None) -> str:
+    """CTranslate2's compute type for ``--precision`` (``None``: the exported type)."""
+    return "default" if precision is None else precision

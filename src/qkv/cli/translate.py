@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from qkv.cli.inputs import STDIN, read_lines
-from qkv.cli.serving_options import add_precision, chosen_precision
+from qkv.cli.serving_options import add_engine, add_precision, chosen_precision, compute_type
 
 CHUNK = 256  # lines of stdin translated together
 
@@ -29,6 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--progress", action="store_true", help="show sentences done and their rate on stderr"
     )
     add_precision(parser)
+    add_engine(parser)
     parser.set_defaults(run=run)
 
 
@@ -43,10 +44,23 @@ def _chunks(lines: Iterable[str]) -> Iterator[list[str]]:
         yield chunk
 
 
-def run(args: argparse.Namespace) -> int:
+def _translator(args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
+    """The engine's translation of a list of texts."""
+    precision = chosen_precision(args)
+    options = {"beam_size": args.beam, "batch_size": args.batch_size}
+    if args.engine == "ctranslate2":
+        from qkv.tasks.ctranslate2_engine import CTranslate2Translator
+
+        engine = CTranslate2Translator.load(args.model, compute_type=compute_type(precision))
+        return lambda texts: engine.translate(texts, **options)
     from qkv.tasks.translation import Translator
 
-    translator = Translator.load(args.model, precision=chosen_precision(args) or "float32")
+    translator = Translator.load(args.model, precision=precision or "float32")
+    return lambda texts: [t.text for t in translator.translate(texts, **options)]
+
+
+def run(args: argparse.Namespace) -> int:
+    translate = _translator(args)
     chunks = [args.text] if args.text else _chunks(read_lines(STDIN))
     bar = None
     if args.progress:
@@ -55,10 +69,8 @@ def run(args: argparse.Namespace) -> int:
         bar = tqdm(total=len(args.text) or None, desc="translate", unit="sent", dynamic_ncols=True)
     try:
         for chunk in chunks:
-            for translation in translator.translate(
-                chunk, beam_size=args.beam, batch_size=args.batch_size
-            ):
-                print(translation.text, flush=True)
+            for text in translate(chunk):
+                print(text, flush=True)
             if bar is not None:
                 bar.update(len(chunk))
     finally:

@@ -54,9 +54,15 @@ def _read_export(directory: str | Path, task: str) -> tuple[Path, RunConfig, dic
     directory = Path(directory)
     own = directory / QKV_DIR
     if not (directory / "model.bin").is_file() or not (own / EXPORT_FILE).is_file():
+        hint = ""
+        if (directory / "config.json").is_file():  # a qkv model directory, not exported
+            hint = (
+                f"; {directory} looks like a qkv model directory: export it first with qkv "
+                f"export --format ctranslate2 --model {directory} -o OUT, then pass OUT"
+            )
         raise FileNotFoundError(
             f"no exported CTranslate2 model at {directory} (model.bin and {QKV_DIR}/"
-            f"{EXPORT_FILE} are written by qkv export --format ctranslate2)"
+            f"{EXPORT_FILE} are written by qkv export --format ctranslate2){hint}"
         )
     run = load_model_run_config(own)
     if run.task != task:
