@@ -593,6 +593,8 @@ CASES = [
     case("serve-port", "serve --model {lm} --port 70000",
          "--port must be between 0 and 65535, got 70000"),
     case("serve-threads", "serve --model {lm} --threads 0", "--threads must be >= 1, got 0"),
+    case("serve-precision-classifier", "serve --model {classifier} --precision int8",
+         "classifier, which takes no precision"),
     case("serve-missing-model", "serve --model {missing}", "no model directory at {missing}"),
     case("serve-wrong-kind", "serve --model {files}/bert", "{files}/bert"),
     case("serve-corrupt-model", "serve --model {bad}/lm-weights-truncated",

@@ -291,3 +291,13 @@ def test_internal_errors_answer_500_without_a_traceback(client, models, monkeypa
     assert reply.status_code == 500
     assert reply.json() == {"error": "internal error (RuntimeError); see the server's log"}
     assert client.get("api/health").json()["status"] == "ok"
+
+
+def test_precision_applies_to_the_models_that_decode(dirs):
+    """``qkv serve --precision``: translation and language models decode with those weights;
+    a model of another task is refused, naming it (it has no decode step to change)."""
+    decoding = [dirs["translation"], dirs["language_model"]]
+    models = ExplorerModels.load(decoding, precision="bfloat16")
+    assert [m.runner.precision for m in models] == ["bfloat16", "bfloat16"]
+    with pytest.raises(ValueError, match="classifier, which takes no precision"):
+        ExplorerModels.load([*decoding, dirs["classification"]], precision="int8")

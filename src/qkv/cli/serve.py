@@ -8,6 +8,8 @@ import contextlib
 import sys
 from pathlib import Path
 
+from qkv.cli.serving_options import add_precision, chosen_precision
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve = subparsers.add_parser(
@@ -34,6 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "requests whose Host header names another are refused (421)",
     )
     serve.add_argument("--threads", type=int, default=None, metavar="N", help="PyTorch threads")
+    add_precision(serve)
     _limit_arguments(serve)
     serve.set_defaults(run=run_serve)
     explore = subparsers.add_parser(
@@ -83,7 +86,7 @@ def run_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     limits = Limits(max_chars=args.max_chars, max_image_bytes=args.max_image_bytes)
-    models = ExplorerModels.load(args.model)
+    models = ExplorerModels.load(args.model, precision=chosen_precision(args))
     if not is_loopback(args.host):
         print(
             f"qkv serve: warning: binding to {args.host}: the explorer is reachable from other "

@@ -126,9 +126,13 @@ class ExplorerModels:
             raise ValueError(f"model names must be distinct, got {[m.name for m in models]}")
 
     @classmethod
-    def load(cls, directories: Sequence[str | Path]) -> ExplorerModels:
+    def load(
+        cls, directories: Sequence[str | Path], *, precision: str | None = None
+    ) -> ExplorerModels:
         """Load each model directory (any task but embeddings); names are the folder names,
-        with ``-2``, ``-3`` appended to repeats."""
+        with ``-2``, ``-3`` appended to repeats. ``precision`` (``"bfloat16"``, ``"int8"``):
+        the weights of the models that decode (translation, language models); a directory of
+        another task is then refused, naming it."""
         models: list[ExplorerModel] = []
         taken: set[str] = set()
         for entry in directories:
@@ -138,7 +142,16 @@ class ExplorerModels:
             while name in taken:
                 name, n = f"{directory.resolve().name}-{n}", n + 1
             taken.add(name)
-            models.append(ExplorerModel(name, spec, directory, spec.load(directory)))
+            if precision is None:
+                runner = spec.load(directory)
+            elif spec.precisions:
+                runner = spec.load(directory, precision=precision)
+            else:
+                raise ValueError(
+                    f"{directory} holds a {spec.label}, which takes no precision; serve it "
+                    f"without --precision {precision}, or apart from the models that take one"
+                )
+            models.append(ExplorerModel(name, spec, directory, runner))
         return cls(models)
 
     def __getitem__(self, name: str) -> ExplorerModel:

@@ -113,6 +113,7 @@ TASK = TaskSpec(
     generates=True,
     train_settings=frozenset({"batch_tokens"}),
     export_ctranslate2=export_language_model,
+    precisions=True,
 )
 
 __all__ = [

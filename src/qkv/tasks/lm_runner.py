@@ -18,7 +18,7 @@ from qkv.data.tokenizer import check_vocab_size
 from qkv.data.vocab import EOS_ID, PAD_ID, UNK_ID
 from qkv.decoding.sampling import Generation, SamplingConfig, generate
 from qkv.models.language_model import TransformerLM
-from qkv.models.packed_linear import Precision
+from qkv.models.packed_linear import Precision, check_precision
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.input_checks import (
     InputWarning,
@@ -75,11 +75,21 @@ class LanguageModel:
     ``max_len`` the window slides, forgetting the start.
     """
 
-    def __init__(self, model: TransformerLM, tokenizer: Tokenizer, config: RunConfig) -> None:
+    def __init__(
+        self,
+        model: TransformerLM,
+        tokenizer: Tokenizer,
+        config: RunConfig,
+        *,
+        precision: Precision = "float32",
+    ) -> None:
         self.model, self.tokenizer, self.config = model.eval(), tokenizer, config
+        self.precision = check_precision(precision)
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> LanguageModel:
+    def load(cls, model_dir: str | Path, *, precision: Precision = "float32") -> LanguageModel:
+        """Load a directory written by a language-model run; ``precision``: the weights of the
+        decode step (:mod:`qkv.models.packed_linear`), unless a call asks for another."""
         directory = Path(model_dir)
         if not (directory / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
@@ -91,7 +101,7 @@ class LanguageModel:
         check_vocab_size(directory / TOKENIZER_FILE, tokenizer.vocab_size, model_config.vocab_size)
         model = build_model(config.family, model_config)
         load_weights(model, directory / WEIGHTS_FILE)
-        return cls(model, tokenizer, config)
+        return cls(model, tokenizer, config, precision=precision)
 
     @cached_property
     def _longest_token(self) -> int:
@@ -161,8 +171,8 @@ class LanguageModel:
         as it would be read as its characters); ``stop`` strings end a row (and are cut off);
         ``on_text(row, new_text)`` streams text as it is produced; ``precision``
         (``"bfloat16"``, ``"int8"``) halves or quarters the memory each token reads
-        (:mod:`qkv.models.packed_linear`; ``None``: float32). Lengths are checked as the class
-        says."""
+        (:mod:`qkv.models.packed_linear`; ``None``: the runner's own, float32 unless loaded
+        with another). Lengths are checked as the class says."""
         prompts = text_list(prompts, "prompts")
         sampling = sampling or self.config.section("decode", SamplingConfig)
         encoded = self._encode(
@@ -202,7 +212,7 @@ class LanguageModel:
             pad_id=PAD_ID,
             stop=watch,
             context=limit,
-            precision=precision,
+            precision=precision or self.precision,
         )
         return [cut_at_stop(self.tokenizer.decode(ids)) for ids in out.tokens]
 

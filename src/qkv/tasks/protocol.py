@@ -195,6 +195,9 @@ class TaskSpec:
         export_ctranslate2: ``export(model_dir, out_dir, *, quantization, overwrite)``, which
             writes a trained model directory as a CTranslate2 model (``qkv export``); ``None``:
             the task's models cannot be exported.
+        precisions: whether ``load`` takes ``precision=`` (``"float32"``, ``"bfloat16"``,
+            ``"int8"``; :mod:`qkv.models.packed_linear`): the weights its decoding reads
+            (``qkv serve --precision``).
     """
 
     name: str
@@ -212,6 +215,7 @@ class TaskSpec:
     train_settings: frozenset[str] = frozenset(TASK_SETTINGS)
     moved_model_keys: Mapping[str, str] = field(default_factory=dict)
     export_ctranslate2: Callable[..., Any] | None = None
+    precisions: bool = False
 
     def __post_init__(self) -> None:
         if not self.train_settings <= set(TASK_SETTINGS):

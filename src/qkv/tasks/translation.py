@@ -195,6 +195,7 @@ TASK = TaskSpec(
     evaluate_options=frozenset({"beam", "examples", "batch_size"}),
     view_options=frozenset({"beam", "layer", "heads"}),
     export_ctranslate2=export_translation,
+    precisions=True,
 )
 
 
