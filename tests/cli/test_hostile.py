@@ -379,6 +379,8 @@ CASES = [
          "{bad}/empty/config.json"),
     case("translate-argument-not-utf8", "translate --model {translator} caf\udce9",
          "texts[0] has a lone surrogate (U+DCE9 at character 3)"),
+    case("translate-patience-zero", "translate --model {translator} --patience 0 a",
+         "decode.patience must be a number > 0 or null, got 0.0"),
     case("translate-precision-unknown", "translate --model {translator} --precision float16 a",
          "argument --precision: invalid choice: 'float16'"),
     case("translate-engine-not-an-export", "translate --model {translator} --engine ctranslate2 a",

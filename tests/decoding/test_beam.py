@@ -84,6 +84,34 @@ def test_does_not_stop_when_the_top_hypothesis_finishes():  # joeynmt#148
     assert hyp.log_prob == pytest.approx(long_log_prob, abs=TOL)
 
 
+# Beam 2: [] finishes at step 0 (0.5) and [B] at step 1 (0.04 * 0.9); [A, B, C] (0.45 * 0.99^3)
+# finishes at step 3 and, with the length penalty, scores best (as in EARLY_EOS).
+PATIENT = table(
+    {
+        (): {EOS: 0.5, A: 0.45, B: 0.04},
+        (A,): {B: 0.99},
+        (A, B): {C: 0.99},
+        (A, B, C): {EOS: 0.99},
+    }
+)
+
+
+def test_patience_stops_once_enough_hypotheses_have_finished():  # Kasai et al. 2022
+    (exact,) = search(PATIENT, beam_size=2, max_len=10)
+    assert exact.tokens == [A, B, C]
+    # patience 1: two finished hypotheses ([] and [B]) end the search; [] is the better.
+    (patient,) = search(PATIENT, beam_size=2, max_len=10, patience=1.0)
+    assert patient.tokens == []
+    assert patient.log_prob == pytest.approx(math.log(0.5), abs=TOL)
+    both = search(PATIENT, beam_size=2, max_len=10, patience=1, n_best=2)
+    assert [h.tokens for h in both] == [[], [B]]
+    for bad in (0, -1.0, math.inf, math.nan, True, "1"):
+        with pytest.raises(ValueError, match="patience must be a number > 0 or None"):
+            search(PATIENT, beam_size=2, max_len=10, patience=bad)
+    with pytest.raises(ValueError, match=r"fewer than n_best=3; pass patience >= 0\.75"):
+        search(PATIENT, beam_size=4, max_len=10, patience=0.5, n_best=3)
+
+
 # [A] = 0.6 * 0.5 = 0.3 (|Y| = 2) against [B, C, C, C] = 0.4 * 0.9^4 = 0.2624 (|Y| = 5).
 PENALTY = table(
     {

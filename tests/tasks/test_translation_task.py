@@ -2,6 +2,7 @@
 so is every snapshot the budget clock leaves behind."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -105,6 +106,18 @@ def test_the_lean_decode_step_translates_as_the_module_path(snapshotted_run, mon
     for ours, theirs in zip(lean, module, strict=True):
         torch.testing.assert_close(ours.attention, theirs.attention, atol=1e-5, rtol=0)
     assert all(t.attention is None for t in Translator.load(out).translate(texts))
+
+
+def test_patience_is_a_decode_setting(snapshotted_run):
+    out, _ = snapshotted_run
+    translator = Translator.load(out)
+    texts = ["a b c d e", "f", "g h i", "j a", "b c d e f g h"]
+    exact = [t.target_ids for t in translator.translate(texts, beam_size=4)]
+    translator.decode = replace(translator.decode, patience=1.0)
+    patient = [t.target_ids for t in translator.translate(texts, beam_size=4)]
+    assert len(patient) == len(exact)  # the same search stopped earlier; may differ per text
+    with pytest.raises(ValueError, match=r"decode\.patience must be a number > 0 or null"):
+        replace(translator.decode, patience=0)
 
 
 def test_lower_precisions_need_the_lean_step(snapshotted_run):

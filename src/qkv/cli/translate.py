@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 
 from qkv.cli.inputs import STDIN, read_lines
@@ -28,6 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--progress", action="store_true", help="show sentences done and their rate on stderr"
     )
+    parser.add_argument(
+        "--patience",
+        type=float,
+        default=None,
+        metavar="P",
+        help="beam search stops a sentence once P x beam hypotheses have finished (1: "
+        "CTranslate2's rule, fewer steps); default: the model's decode.patience, else the exact "
+        "search (qkv engine only)",
+    )
     add_precision(parser)
     add_engine(parser)
     parser.set_defaults(run=run)
@@ -51,11 +61,16 @@ def _translator(args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
     if args.engine == "ctranslate2":
         from qkv.tasks.ctranslate2_engine import CTranslate2Translator
 
+        if args.patience is not None:
+            raise ValueError("--patience is a setting of the qkv engine; drop it or --engine")
+
         engine = CTranslate2Translator.load(args.model, compute_type=compute_type(precision))
         return lambda texts: engine.translate(texts, **options)
     from qkv.tasks.translation import Translator
 
     translator = Translator.load(args.model, precision=precision or "float32")
+    if args.patience is not None:
+        translator.decode = dataclasses.replace(translator.decode, patience=args.patience)
     return lambda texts: [t.text for t in translator.translate(texts, **options)]
 
 

@@ -20,6 +20,12 @@ The search, for each sentence of the batch (``K = beam_size``, all sentences at 
    most ``L / max(lp)`` over the lengths still reachable (with ``alpha >= 0``: ``L / lp(max_len +
    1)``). Stopping on that bound returns exactly what running to ``max_len`` would.
 
+With ``patience = p`` a sentence also stops once ``ceil(p * K)`` of its hypotheses have finished
+(Kasai et al. 2022, "Beam Decoding with Controlled Patience"; ``p = 1`` is the rule of
+CTranslate2, fairseq and Hugging Face's ``early_stopping=True``): fewer steps, and with
+``alpha > 0`` possibly another result than the search above, which may still find a longer
+hypothesis that scores better. ``None`` (the default) keeps the exact search.
+
 Length constraints (``min_len``, ``max_len`` with a forced EOS) are those of
 :mod:`qkv.decoding._common`: at step ``max_len`` only EOS is allowed, so every live hypothesis is
 finished there with the model's own EOS log-probability and competes like any other.
@@ -101,6 +107,7 @@ def beam_search(
     pad_id: int = 0,
     forbidden_ids: Sequence[int] = (),
     no_repeat_ngram: int = 0,
+    patience: float | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode every sentence of a batch with beam search.
 
@@ -125,6 +132,8 @@ def beam_search(
         forbidden_ids: tokens never generated (their log-probability is ``-inf``).
         no_repeat_ngram: ``n > 0``: no output holds the same ``n``-gram twice (a token that
             would repeat one gets log-probability ``-inf``); ``0`` blocks nothing.
+        patience: ``p > 0``: a sentence also stops once ``ceil(p * beam_size)`` of its
+            hypotheses have finished (at least ``n_best``); ``None``: the exact search.
 
     Returns:
         For each sentence, in batch order, its ``n_best`` distinct hypotheses, best score first.
@@ -143,6 +152,18 @@ def beam_search(
         )
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be finite, got {length_penalty}")
+    enough = math.inf  # finished hypotheses after which a sentence stops (patience)
+    if patience is not None:
+        if isinstance(patience, bool) or not isinstance(patience, int | float):
+            raise ValueError(f"patience must be a number > 0 or None, got {patience!r}")
+        if not (math.isfinite(patience) and patience > 0):
+            raise ValueError(f"patience must be a number > 0 or None, got {patience}")
+        enough = math.ceil(patience * beam_size)
+        if enough < n_best:
+            raise ValueError(
+                f"patience={patience} stops after {enough} finished hypotheses, fewer than "
+                f"n_best={n_best}; pass patience >= {n_best / beam_size:g}"
+            )
     encoded = model.encode(*inputs)
     real = positions(encoded)  # (B, S): the columns each hypothesis's attention keeps
     batch, k, device = real.size(0), beam_size, real.device
@@ -151,6 +172,7 @@ def beam_search(
     limits = sentence_limits(max_len, batch, device)  # (B,)
     limit_list = limits.tolist()
     pools = [_Pool(n_best) for _ in range(batch)]
+    finished = [0] * batch  # hypotheses each sentence has finished (patience)
 
     def penalty(n: int) -> float:
         return gnmt_length_penalty(n, length_penalty)
@@ -203,6 +225,7 @@ def beam_search(
         ended = zip(sentences, top_scores[ends].tolist(), top_rows[ends].tolist(), strict=True)
         for i, log_prob, row in ended:
             sentence = active[i]
+            finished[sentence] += 1
             score = log_prob / penalty(n_generated)
             if pools[sentence].accepts(score):
                 attention = None if attn_history is None else attn_history[row]
@@ -226,7 +249,11 @@ def beam_search(
         done = []
         for s, best in zip(active, best_live, strict=True):
             bound = best / max(penalty(n_generated + 1), penalty(limit_list[s] + 1))
-            done.append(not math.isfinite(bound) or (pools[s].full and bound <= pools[s].worst))
+            done.append(
+                not math.isfinite(bound)
+                or (pools[s].full and bound <= pools[s].worst)
+                or finished[s] >= enough
+            )
         if all(done):
             break
         keep = torch.tensor([i for i, d in enumerate(done) if not d], device=device)  # (n',)

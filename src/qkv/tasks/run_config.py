@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -206,8 +207,17 @@ class DecodeConfig:
     max_len_a: float = 1.5  # max output length = a * source length + b
     max_len_b: int = 10
     batch_size: int = 32
+    # Beam search stops a sentence once ceil(patience * beam_size) hypotheses have finished
+    # (qkv.decoding.beam; 1.0 is CTranslate2's rule); None: the exact search.
+    patience: float | None = None
 
     def __post_init__(self) -> None:
+        if self.patience is not None and (
+            isinstance(self.patience, bool)
+            or not isinstance(self.patience, int | float)
+            or not (math.isfinite(self.patience) and self.patience > 0)
+        ):
+            raise ValueError(f"decode.patience must be a number > 0 or null, got {self.patience!r}")
         if not 1 <= self.beam_size <= MAX_BEAM_SIZE:
             raise ValueError(
                 f"decode.beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}"

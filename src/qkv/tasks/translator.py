@@ -371,6 +371,7 @@ class Translator:
                 beam_size=beam_size,
                 max_len=max_len,
                 length_penalty=self.decode.length_penalty,
+                patience=self.decode.patience,
             )
         return [hyps[0] for hyps in nbest]
 
