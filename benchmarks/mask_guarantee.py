@@ -26,7 +26,7 @@ BEGIN, END = "<!-- mask-guarantee:begin -->", "<!-- mask-guarantee:end -->"
 SIZES = ((1, 128), (4, 128), (1, 512), (4, 512), (1, 2048))
 
 
-def _unguarded(keep, key, value, prepared_key):
+def _unguarded(keep, key, value, prepared_key, in_place=False):
     return key, value, prepared_key
 
 
@@ -117,8 +117,8 @@ def main() -> None:
         "",
         "Without a mask: `attend(q, k, v, is_causal=True)` (8 heads of 64, float32, forward) "
         "against the bare SDPA call, so the ratio holds attend's input checks and the screen "
-        "that makes a NaN query row NaN (a float32 row sum; `isfinite().all()` only when a sum "
-        "is not finite).",
+        "that makes a NaN query row NaN (one sum of the whole query in its own dtype; the exact "
+        "row test only when that sum is not finite).",
         "",
         *table(
             ["B", "T", "attend (ms)", "SDPA (ms)", "attend / SDPA"],

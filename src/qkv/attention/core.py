@@ -26,11 +26,13 @@ tensor is a mask: any other dtype is an error (a 0/1 mask read as a bias would f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from qkv.attention.masks import as_4d, causal_mask, check_keep, check_mask, combine_masks
 from qkv.attention.scores import ScaledDot, Score, check_prepared
@@ -68,6 +70,7 @@ def attend(
     training: bool = True,
     need_weights: bool = False,
     prepared_key: Tensor | None = None,
+    overwrite_kv: bool = False,
 ) -> AttentionOutput:
     """Attend from ``query`` to ``key``/``value``.
 
@@ -89,6 +92,9 @@ def attend(
         prepared_key: ``score.prepare(key)``, ``(B, [Hkv,] Tk, *)``, from a caller that scores the
             same keys many times (a recurrent decoder at every step); skips the per-call
             ``prepare``. ``key`` is still needed: a dot-product score uses it directly.
+        overwrite_kv: ``key`` and ``value`` are the caller's scratch tensors (dense, used for
+            nothing after this call), so the keys and values no query may see are zeroed in
+            place rather than in copies. ``MultiHeadAttention`` passes its fresh projections so.
 
     Returns:
         :class:`AttentionOutput` with ``context`` of shape ``(B, [H,] Tq, Dv)``.
@@ -107,12 +113,14 @@ def attend(
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
 
-    query, key, value, prepared_key = _autocast_inputs(query, key, value, prepared_key)
+    if not query.dtype == key.dtype == value.dtype:
+        query, key, value, prepared_key = _autocast_inputs(query, key, value, prepared_key)
     shape = _check_inputs(query, key, value)  # (B, [H,] Tq, Tk)
     check_prepared(prepared_key, key)
-    for name, tensor in (("keep", keep), ("bias", bias)):
-        if tensor is not None:
-            check_mask(tensor, shape, name)
+    if keep is not None:
+        check_mask(keep, shape, "keep")
+    if bias is not None:
+        check_mask(bias, shape, "bias")
     unbatched_heads = query.dim() == 3
     if unbatched_heads:  # (B, T, D) -> (B, 1, T, D): one code path for both layouts
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -120,7 +128,7 @@ def attend(
         prepared_key = None if prepared_key is None else prepared_key.unsqueeze(1)
     dropout_p = dropout_p if training else 0.0
     if keep is not None:  # garbage (even NaN or inf) under keys that no query may see never leaks
-        key, value, prepared_key = _clear_hidden_keys(keep, key, value, prepared_key)
+        key, value, prepared_key = _clear_hidden_keys(keep, key, value, prepared_key, overwrite_kv)
 
     dot = None if need_weights else score.as_dot_product(query, key)
     if dot is not None:
@@ -170,7 +178,7 @@ def _add_head_dim(mask: Tensor | None) -> Tensor | None:
 
 
 def _clear_hidden_keys(
-    keep: Tensor, key: Tensor, value: Tensor, prepared_key: Tensor | None
+    keep: Tensor, key: Tensor, value: Tensor, prepared_key: Tensor | None, in_place: bool = False
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """Zero the keys and values (and prepared keys) that no query of their head may attend to.
 
@@ -180,17 +188,61 @@ def _clear_hidden_keys(
     is (a non-finite value there is real input, and reaches the queries that may see it).
 
     Shapes: ``keep`` is 4-d broadcastable to ``(B, H, Tq, Tk)``; ``key``/``value`` are
-    ``(B, Hkv, Tk, *)``.
+    ``(B, Hkv, Tk, *)``. ``in_place``: ``key`` and ``value`` may be overwritten (never
+    ``prepared_key``, which a caller keeps across calls).
     """
     keep = as_4d(keep)
-    visible = keep.any(dim=-2)  # (B|1, H|1, Tk): may some query of this head see the key?
+    # (B|1, H|1, Tk, 1): may some query of this head see the key? A key-padding mask (one
+    # broadcast query row) says so itself.
+    one_row = keep.size(-2) == 1
+    visible = keep.transpose(-2, -1) if one_row else keep.any(dim=-2).unsqueeze(-1)
     h, hkv = visible.size(1), key.size(1)
     if h not in (1, hkv):  # grouped heads: a key/value head is visible if any of its group sees it
-        visible = visible.unflatten(1, (hkv, h // hkv)).any(dim=2)  # (B|1, Hkv, Tk)
-    hidden = ~visible.unsqueeze(-1)  # (B|1, Hkv|1, Tk, 1)
+        visible = visible.unflatten(1, (hkv, h // hkv)).any(dim=2)  # (B|1, Hkv, Tk, 1)
+    masks: dict[object, Tensor] = {}  # the masks derived from `visible`, shared by the tensors
+    key = _zero_hidden(key, visible, masks, in_place)
+    value = _zero_hidden(value, visible, masks, in_place)
     if prepared_key is not None:
-        prepared_key = prepared_key.masked_fill(hidden, 0)
-    return key.masked_fill(hidden, 0), value.masked_fill(hidden, 0), prepared_key
+        prepared_key = _zero_hidden(prepared_key, visible, masks, False)
+    return key, value, prepared_key
+
+
+# Integer dtypes as wide as each float dtype, for _zero_hidden's bitwise AND.
+_SAME_WIDTH_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _zero_hidden(
+    tensor: Tensor, visible: Tensor, masks: dict[object, Tensor], in_place: bool
+) -> Tensor:
+    """``tensor.masked_fill(~visible, 0)``, bit for bit (``+0.0`` where hidden).
+
+    Where no gradient is needed, on the CPU and outside ``torch.compile``, it ANDs the tensor's
+    bits with an integer mask of the same width (all ones where visible, zero where hidden): a
+    vectorised pass, where ``masked_fill``'s CPU kernel reads the broadcast byte mask one element
+    at a time, 5 to 10 times slower at attention sizes. The AND has no derivative, so a tensor
+    that needs one (reverse mode, or a forward-mode tangent) takes ``masked_fill``. ``in_place``
+    (the AND only) overwrites ``tensor``: a fresh copy can cost more than the AND. ``masks``
+    caches ``~visible`` and each width's integer mask for the tensors of one call.
+    """
+    width = tensor.element_size()
+    if (
+        tensor.device.type != "cpu"
+        or not tensor.dtype.is_floating_point
+        or width not in _SAME_WIDTH_INT
+        or (tensor.requires_grad and torch.is_grad_enabled())
+        or forward_ad.unpack_dual(tensor).tangent is not None
+        or torch.compiler.is_compiling()
+    ):
+        if "hidden" not in masks:
+            masks["hidden"] = ~visible
+        return tensor.masked_fill(masks["hidden"], 0)
+    as_int = _SAME_WIDTH_INT[width]
+    if as_int not in masks:
+        masks[as_int] = visible.to(as_int).neg_()  # True -> -1 (every bit set), False -> 0
+    if in_place:
+        tensor.view(as_int).bitwise_and_(masks[as_int])
+        return tensor
+    return (tensor.view(as_int) & masks[as_int]).view(tensor.dtype)
 
 
 def _autocast_inputs(
@@ -201,7 +253,7 @@ def _autocast_inputs(
     autocast a mixture stays an error."""
     device = query.device.type
     tensors = (query, key, value)
-    if len({t.dtype for t in tensors}) == 1 or not torch.is_autocast_enabled(device):
+    if query.dtype == key.dtype == value.dtype or not torch.is_autocast_enabled(device):
         return query, key, value, prepared_key
     if not all(t.dtype.is_floating_point for t in tensors):
         return query, key, value, prepared_key  # _check_inputs names the culprit
@@ -214,31 +266,32 @@ def _autocast_inputs(
 
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
     """Validate shapes and dtypes; return ``(B, H, Tq, Tk)``, or ``(B, Tq, Tk)`` for 3-d inputs."""
-    if not (query.dim() == key.dim() == value.dim()) or query.dim() not in (3, 4):
+    q_shape, k_shape, v_shape = query.shape, key.shape, value.shape
+    dims = len(q_shape)
+    if not (dims == len(k_shape) == len(v_shape)) or dims not in (3, 4):
         raise ValueError(
             "query, key and value must all be (B, T, D) or all (B, H, T, D), got shapes "
-            f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+            f"{tuple(q_shape)}, {tuple(k_shape)}, {tuple(v_shape)}"
         )
     if not (query.dtype == key.dtype == value.dtype) or not query.dtype.is_floating_point:
         raise ValueError(
             "query, key and value must share one floating-point dtype, got "
             f"{query.dtype}, {key.dtype}, {value.dtype}"
         )
-    if value.shape[:-1] != key.shape[:-1]:
+    if v_shape[:-1] != k_shape[:-1]:
         raise ValueError(
-            f"key {tuple(key.shape)} and value {tuple(value.shape)} must agree in batch, heads "
-            "and length"
+            f"key {tuple(k_shape)} and value {tuple(v_shape)} must agree in batch, heads and length"
         )
-    b, tq, tk = query.size(0), query.size(-2), key.size(-2)
-    if key.size(0) != b:
-        raise ValueError(f"query batch {b} differs from key/value batch {key.size(0)}")
+    b, tq, tk = q_shape[0], q_shape[-2], k_shape[-2]
+    if k_shape[0] != b:
+        raise ValueError(f"query batch {b} differs from key/value batch {k_shape[0]}")
     if b == 0:
-        raise ValueError(f"empty batch: query has shape {tuple(query.shape)}")
+        raise ValueError(f"empty batch: query has shape {tuple(q_shape)}")
     if tq == 0 or tk == 0:
         raise ValueError(f"empty sequence: query length {tq}, key length {tk}; both must be >= 1")
-    if query.dim() == 3:
+    if dims == 3:
         return b, tq, tk
-    h, hk = query.size(1), key.size(1)
+    h, hk = q_shape[1], k_shape[1]
     if hk == 0 or h % hk != 0:
         raise ValueError(f"query heads {h} must be a multiple of key/value heads {hk}")
     return b, h, tq, tk
@@ -264,6 +317,15 @@ def _fused(
         attn_mask = bias.to(query.dtype)
         if keep is not None:
             attn_mask = attn_mask.masked_fill(~keep, torch.finfo(query.dtype).min)
+    # Without a mask, SDPA's CPU kernels return a zero context for a query row holding NaN or
+    # inf at some sizes (short key sequences; inf in bfloat16 at 128 and 512 keys too; with a
+    # mask, and on the chunked path, the row is NaN). NaN in, NaN out: a zero would look like a
+    # fully masked row. On the CPU (outside torch.compile, where reading a number back is free)
+    # one sum of the whole query screens it (before SDPA, which then finds it in cache); the
+    # exact per-row test runs only when that sum is not finite.
+    screened = attn_mask is not None or (
+        query.device.type == "cpu" and not torch.compiler.is_compiling() and _sum_is_finite(query)
+    )
     context = F.scaled_dot_product_attention(
         query,
         key,
@@ -277,18 +339,21 @@ def _fused(
     if bias is not None and keep is not None:
         # An additive mask has no "empty row"; SDPA would average such a row uniformly.
         context = context.masked_fill(~as_4d(keep).any(dim=-1, keepdim=True), 0.0)
-    if attn_mask is None:
-        # Without a mask, SDPA's small-input CPU kernel returns a zero context for a query row
-        # holding NaN or inf (with a mask, and on the chunked path, the row is NaN). NaN in, NaN
-        # out: a zero would look like a fully masked row.
-        # On the CPU (outside torch.compile, where reading a flag back is free) a float32 row
-        # sum screens the query first: one read, far cheaper than isfinite().all(), which runs
-        # only when a row's sum is not finite (NaN or inf, or a finite row of huge entries).
-        screen = query.device.type == "cpu" and not torch.compiler.is_compiling()
-        if not screen or not bool(query.sum(dim=-1, dtype=torch.float32).isfinite().all()):
-            bad = ~query.isfinite().all(dim=-1, keepdim=True)  # (B, H, Tq, 1)
-            context = context.masked_fill(bad, float("nan"))
+    if not screened:
+        bad = ~query.isfinite().all(dim=-1, keepdim=True)  # (B, H, Tq, 1)
+        context = context.masked_fill(bad, float("nan"))
     return context
+
+
+def _sum_is_finite(tensor: Tensor) -> bool:
+    """Whether the sum of every entry is finite: false whenever some entry is NaN or inf, and
+    when finite entries overflow the sum (a screen: false only sends the caller to an exact test).
+
+    The sum runs in the tensor's own dtype (a float32 sum of bfloat16 would first copy the tensor
+    whole, at short lengths dearer than the attention), float16 apart, whose range is small.
+    """
+    dtype = torch.float32 if tensor.dtype == torch.float16 else None
+    return math.isfinite(tensor.detach().sum(dtype=dtype).item())
 
 
 def _chunked(

@@ -101,11 +101,13 @@ def check_keep(mask: Tensor | None, name: str = "keep", *, has_bias: bool = Fals
     PyTorch's ``key_padding_mask`` polarity it is inverted. The message says what to pass instead.
     ``has_bias`` says whether the caller also takes ``bias=`` (so the message may point there).
     """
-    if not isinstance(mask, Tensor | None):
+    if mask is None:
+        return
+    if not isinstance(mask, Tensor):
         raise ValueError(
             f"{name} must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}"
         )
-    if mask is None or mask.dtype == torch.bool:
+    if mask.dtype == torch.bool:
         return
     hint = (
         f"pass {name}.bool() if nonzero means 'may attend', or "
@@ -126,18 +128,27 @@ def check_mask(mask: Tensor, shape: tuple[int, ...], name: str = "mask") -> None
     ``shape`` is ``(B, H, Tq, Tk)``, or ``(B, Tq, Tk)`` for inputs without a head dim. Only shapes
     are inspected (no pass over the data), so the check is free on the fast path.
     """
-    letters = ("B", "H", "Tq", "Tk") if len(shape) == 4 else ("B", "Tq", "Tk")
-    target = f"({', '.join(letters)}) = {tuple(shape)}"
-    if mask.dim() > len(shape):
+    sizes = mask.shape
+    if len(sizes) > len(shape):
         raise ValueError(
-            f"{name} has {mask.dim()} dims (shape {tuple(mask.shape)}); expected at most "
-            f"{len(shape)}, broadcastable to {target}"
+            f"{name} has {len(sizes)} dims (shape {tuple(sizes)}); expected at most "
+            f"{len(shape)}, broadcastable to {_letters(shape)}"
         )
-    for size, full in zip(reversed(mask.shape), reversed(shape), strict=False):
-        if size not in (1, full):
-            raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to {target}")
+    for size, full in zip(reversed(sizes), reversed(shape), strict=False):
+        if size != 1 and size != full:
+            raise ValueError(
+                f"{name} of shape {tuple(sizes)} does not broadcast to {_letters(shape)}"
+            )
+
+
+def _letters(shape: tuple[int, ...]) -> str:
+    """``shape`` with its letters, for error messages: ``"(B, H, Tq, Tk) = (2, 8, 5, 5)"``."""
+    letters = ("B", "H", "Tq", "Tk") if len(shape) == 4 else ("B", "Tq", "Tk")
+    return f"({', '.join(letters)}) = {tuple(shape)}"
 
 
 def as_4d(mask: Tensor) -> Tensor:
     """View a mask of up to 4 dims as 4 dims by adding leading size-1 dims."""
+    if mask.dim() == 4:
+        return mask
     return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))

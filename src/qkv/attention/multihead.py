@@ -148,6 +148,7 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout,
             training=self.training,
             need_weights=need_weights,
+            overwrite_kv=cache is None,  # fresh projections, not a cache's buffers
         )
         context = out.context.transpose(1, 2).reshape(
             b, tq, self.num_heads * self.d_v
