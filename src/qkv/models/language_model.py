@@ -32,7 +32,7 @@ from qkv.layers.transformer import TransformerEncoder
 from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
 from qkv.models.language_model_decode import DecodeWeights, decode_step
 from qkv.models.outputs import LMOutput
-from qkv.models.packed_linear import Precision
+from qkv.models.packed_linear import Precision, packed_for
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, transformer_layers
@@ -153,13 +153,8 @@ class TransformerLM(nn.Module):
     def decode_weights(self, precision: Precision = "float32") -> DecodeWeights:
         """Weights prepared for :meth:`decode_step` in ``precision`` (``"float32"``,
         ``"bfloat16"`` or ``"int8"``, :mod:`qkv.models.packed_linear`): copies, kept until any
-        parameter changes (every in-place update moves a tensor's version counter)."""
-        key = (precision, *((p.data_ptr(), p._version, p.device) for p in self.parameters()))
-        cached = getattr(self, "_decode_weights", None)
-        if cached is None or cached[0] != key:
-            cached = (key, DecodeWeights(self, precision))
-            self._decode_weights = cached
-        return cached[1]
+        parameter changes (:func:`~qkv.models.packed_linear.packed_for`)."""
+        return packed_for(self, precision, lambda: DecodeWeights(self, precision))
 
     def decode_step(
         self,

@@ -24,8 +24,9 @@ bytes and the kernel that reads them set the speed:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +45,21 @@ def check_precision(precision: object) -> Precision:
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     return precision  # type: ignore[return-value]
+
+
+T = TypeVar("T")
+
+
+def packed_for(model: torch.nn.Module, precision: Precision, build: Callable[[], T]) -> T:
+    """``build()`` (a model's weights packed in ``precision``), kept on ``model`` until any
+    parameter changes (every in-place update moves a tensor's version counter), so a model
+    still training is packed again after each update and a served one once."""
+    key = (precision, *((p.data_ptr(), p._version, p.device) for p in model.parameters()))
+    cached: Any = model.__dict__.get("_packed_weights")
+    if cached is None or cached[0] != key:
+        cached = (key, build())
+        model.__dict__["_packed_weights"] = cached
+    return cached[1]
 
 
 def activation_dtype(precision: Precision) -> torch.dtype:

@@ -44,6 +44,7 @@ from qkv.models.packed_linear import (
     fused,
     linear,
     pack,
+    packed_for,
 )
 from qkv.models.transformer import Transformer, TransformerEncoding
 
@@ -314,14 +315,8 @@ def decode_weights(
     model: Transformer, precision: Precision = "float32"
 ) -> TranslationDecodeWeights:
     """``model``'s weights packed for :class:`LeanTranslationDecoder` in ``precision``: copies,
-    kept on the model until any parameter changes (every in-place update moves a tensor's
-    version counter), so a model still training is packed again after each update."""
-    key = (precision, *((p.data_ptr(), p._version, p.device) for p in model.parameters()))
-    cached = getattr(model, "_lean_decode_weights", None)
-    if cached is None or cached[0] != key:
-        cached = (key, TranslationDecodeWeights(model, precision))
-        model._lean_decode_weights = cached
-    return cached[1]
+    kept on the model until any parameter changes (:func:`~qkv.models.packed_linear.packed_for`)."""
+    return packed_for(model, precision, lambda: TranslationDecodeWeights(model, precision))
 
 
 def has_lean_step(model: object) -> bool:

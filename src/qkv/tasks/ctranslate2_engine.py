@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from qkv.data.tokenizer import SubwordTokenizer
-from qkv.data.vocab import UNK_ID
 from qkv.decoding.sampling import SamplingConfig
 from qkv.interop.ctranslate2 import ctranslate2_module
 from qkv.models.registry import build_config
@@ -29,21 +28,19 @@ from qkv.tasks.ctranslate2_search import translate_tokens
 from qkv.tasks.input_checks import (
     InputWarning,
     LengthLimits,
-    check_lengths,
     longest_token,
-    refuse_absurd,
     text_list,
-    warn_unknown,
 )
 from qkv.tasks.lm_data import Tokenizer, load_tokenizer
-from qkv.tasks.run_config import MAX_BEAM_SIZE, DataConfig, DecodeConfig, LMDataConfig, RunConfig
+from qkv.tasks.lm_runner import prompt_ids
+from qkv.tasks.run_config import DataConfig, DecodeConfig, LMDataConfig, RunConfig
 from qkv.tasks.run_dir import (
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
     TOKENIZER_FILE,
     load_model_run_config,
 )
-from qkv.tasks.translator import SPLIT_ADVICE
+from qkv.tasks.translator import source_ids
 
 __all__ = ["CTranslate2Generator", "CTranslate2Translator"]
 
@@ -180,7 +177,7 @@ class CTranslate2Translator:
     ) -> list[str]:
         """Translate ``texts`` (a list of str; greedy when ``beam_size`` is 1, default: the
         model's ``decode.beam_size``); returns the text of each translation."""
-        sizes = self._sizes(beam_size, batch_size)
+        sizes = self.decode.sizes(beam_size, batch_size)
         ids = self._encode(texts)
         out = self._translate(ids, *sizes, compute_type)
         return [self.target_tokenizer.decode(row) for row in out]
@@ -194,7 +191,7 @@ class CTranslate2Translator:
         compute_type: str | None = None,
     ) -> list[list[int]]:
         """As :meth:`translate`, the output token ids (EOS excluded) instead of text."""
-        sizes = self._sizes(beam_size, batch_size)
+        sizes = self.decode.sizes(beam_size, batch_size)
         ids = self._encode(texts)
         return self._translate(ids, *sizes, compute_type)
 
@@ -202,34 +199,9 @@ class CTranslate2Translator:
         """Source ids (EOS not added: the exported model adds it) after the checks
         :class:`~qkv.tasks.translator.Translator` makes."""
         texts = text_list(texts)
-        refuse_absurd(texts, self.limits, chars_per_token=self._longest_token, advice=SPLIT_ADVICE)
-        ids = [self.source_tokenizer.encode(text) for text in texts]
-        check_lengths(
-            [len(row) for row in ids],
-            texts,
-            self.limits,
-            advice=SPLIT_ADVICE,
-            consequence="translations this long may stop short or go astray; split long "
-            "texts into sentences",
-            stacklevel=4,
+        return source_ids(
+            texts, self.source_tokenizer, self.limits, longest=self._longest_token, stacklevel=5
         )
-        warn_unknown(
-            ids,
-            texts,
-            UNK_ID,
-            consequence="the model cannot read them, so their translations mean little",
-            stacklevel=4,
-        )
-        return ids
-
-    def _sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
-        beam_size = self.decode.beam_size if beam_size is None else beam_size
-        batch_size = self.decode.batch_size if batch_size is None else batch_size
-        if not 1 <= beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        return beam_size, batch_size
 
     def _translate(
         self, ids: list[list[int]], beam_size: int, batch_size: int, compute_type: str | None
@@ -327,32 +299,12 @@ class CTranslate2Generator:
         """The ids of each prompt (an empty one starts from a newline), checked as
         :class:`~qkv.tasks.lm_runner.LanguageModel` checks them."""
         prompts = text_list(prompts, "prompts")
-        limits = LengthLimits(self.block_size, self.max_len - 1)
-        advice = f"the model reads at most {self.max_len} (max_len) and keeps room for one new "
-        advice += "token; shorten it"
-        refuse_absurd(
-            prompts, limits, chars_per_token=self._longest_token, advice=advice, item="prompt"
-        )
-        encoded = []
-        for text in prompts:
-            ids = self.tokenizer.encode(text or "\n")
-            if UNK_ID in ids:
-                unknown = sorted({c for c in text if self.tokenizer.encode(c) == [UNK_ID]})
-                raise ValueError(
-                    f"the prompt has character(s) outside this model's vocabulary: {unknown!r}"
-                )
-            encoded.append(ids)
-        check_lengths(
-            [len(ids) for ids in encoded],
-            prompts,
-            limits,
-            advice=advice,
+        return prompt_ids(
+            prompts, self.tokenizer, LengthLimits(self.block_size, self.max_len - 1),
+            max_len=self.max_len, room=1, longest=self._longest_token,
             consequence="continuing from positions it was never trained on, the model may go "
-            "astray",
-            item="prompt",
-            stacklevel=4,
-        )
-        return encoded
+            "astray", item="prompt", stacklevel=5,
+        )  # fmt: skip
 
     def _generate(
         self,

@@ -64,6 +64,52 @@ class LMEvaluation:
     chars: int
 
 
+def prompt_tokens(tokenizer: Tokenizer, text: str) -> list[int]:
+    """The ids of one prompt; an empty prompt starts from a newline. Characters a character
+    model has never seen are an error naming them."""
+    ids = tokenizer.encode(text or "\n")
+    if UNK_ID in ids:
+        unknown = sorted({c for c in text if tokenizer.encode(c) == [UNK_ID]})
+        raise ValueError(
+            f"the prompt has character(s) outside this model's vocabulary: {unknown!r}"
+        )
+    return ids
+
+
+def prompt_ids(
+    texts: list[str],
+    tokenizer: Tokenizer,
+    limits: LengthLimits,
+    *,
+    max_len: int,
+    room: int,
+    longest: int,
+    consequence: str,
+    item: str,
+    single: bool = False,
+    stacklevel: int = 4,
+) -> list[list[int]]:
+    """The ids of each prompt after the checks every language-model runner makes: far too long
+    is an error before tokenizing (``longest``: the most characters one token holds), over
+    ``limits`` warns or is an error; ``room`` positions of ``max_len`` stay free for new
+    tokens. ``stacklevel`` points the warnings at the caller's caller."""
+    room_note = " and keeps room for one new token" if room else ""
+    advice = f"the model reads at most {max_len} (max_len){room_note}; shorten it"
+    refuse_absurd(texts, limits, chars_per_token=longest, advice=advice, single=single, item=item)
+    encoded = [prompt_tokens(tokenizer, text) for text in texts]
+    check_lengths(
+        [len(ids) for ids in encoded],
+        texts,
+        limits,
+        advice=advice,
+        consequence=consequence,
+        single=single,
+        item=item,
+        stacklevel=stacklevel,
+    )
+    return encoded
+
+
 class LanguageModel:
     """A trained language model with its tokenizer: generate text and score it.
 
@@ -116,31 +162,11 @@ class LanguageModel:
         self, texts: list[str], *, room: int, consequence: str, item: str
     ) -> list[list[int]]:
         """The ids of each text after the length checks (``room``: positions kept free)."""
-        limits = self._limits(room)
-        limit = self.model.config.max_len
-        room_note = " and keeps room for one new token" if room else ""
-        advice = f"the model reads at most {limit} (max_len){room_note}; shorten it"
-        single = len(texts) == 1
-        refuse_absurd(
-            texts,
-            limits,
-            chars_per_token=self._longest_token,
-            advice=advice,
-            single=single,
-            item=item,
-        )
-        encoded = [self.encode_prompt(text) for text in texts]
-        check_lengths(
-            [len(ids) for ids in encoded],
-            texts,
-            limits,
-            advice=advice,
-            consequence=consequence,
-            single=single,
-            item=item,
-            stacklevel=4,
-        )
-        return encoded
+        return prompt_ids(
+            texts, self.tokenizer, self._limits(room), max_len=self.model.config.max_len,
+            room=room, longest=self._longest_token, consequence=consequence, item=item,
+            single=len(texts) == 1, stacklevel=5,
+        )  # fmt: skip
 
     def token_count(self, text: str) -> int:
         """The tokens of the prompt ``text`` (see :meth:`encode_prompt`)."""
@@ -149,14 +175,7 @@ class LanguageModel:
     def encode_prompt(self, text: str) -> list[int]:
         """The ids of a prompt; an empty prompt starts from a newline. Characters a character
         model has never seen are an error naming them."""
-        text = one_text(text, "the prompt")
-        ids = self.tokenizer.encode(text or "\n")
-        if UNK_ID in ids:
-            unknown = sorted({c for c in text if self.tokenizer.encode(c) == [UNK_ID]})
-            raise ValueError(
-                f"the prompt has character(s) outside this model's vocabulary: {unknown!r}"
-            )
-        return ids
+        return prompt_tokens(self.tokenizer, one_text(text, "the prompt"))
 
     def generate(
         self,

@@ -233,6 +233,17 @@ class DecodeConfig:
     def max_len(self, source_len: int) -> int:
         return int(self.max_len_a * source_len + self.max_len_b)
 
+    def sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
+        """The beam and batch sizes a call asked for, else these defaults; out of range is a
+        ``ValueError`` naming the value."""
+        beam_size = self.beam_size if beam_size is None else beam_size
+        batch_size = self.batch_size if batch_size is None else batch_size
+        if not 1 <= beam_size <= MAX_BEAM_SIZE:
+            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        return beam_size, batch_size
+
 
 @dataclass(frozen=True)
 class RunConfig:

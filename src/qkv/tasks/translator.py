@@ -31,7 +31,7 @@ from qkv.tasks.input_checks import (
     warn_unknown,
 )
 from qkv.tasks.protocol import EvaluateOptions, Report, Seen, TokenView, ViewOptions
-from qkv.tasks.run_config import MAX_BEAM_SIZE, DataConfig, DecodeConfig
+from qkv.tasks.run_config import DataConfig, DecodeConfig
 from qkv.tasks.run_dir import (
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
@@ -62,6 +62,44 @@ class Translation:
 
 
 SPLIT_ADVICE = "split it into sentences and translate those"
+
+
+def source_ids(
+    texts: list[str],
+    tokenizer: SubwordTokenizer,
+    limits: LengthLimits | None,
+    *,
+    longest: int,
+    single: bool = False,
+    stacklevel: int = 4,
+) -> list[list[int]]:
+    """The source ids of each text (no EOS), after the checks every translator makes: far too
+    long is an error before tokenizing (``longest``: the most characters one token holds),
+    over the trained length warns (``limits``; ``None``: no length checks), mostly unknown
+    tokens warn. ``stacklevel`` points the warnings at the caller's caller."""
+    if limits is not None:
+        refuse_absurd(texts, limits, chars_per_token=longest, advice=SPLIT_ADVICE, single=single)
+    ids = [tokenizer.encode(text) for text in texts]
+    if limits is not None:
+        check_lengths(
+            [len(row) for row in ids],
+            texts,
+            limits,
+            advice=SPLIT_ADVICE,
+            consequence="translations this long may stop short or go astray; split long "
+            "texts into sentences",
+            single=single,
+            stacklevel=stacklevel,
+        )
+    warn_unknown(
+        ids,
+        texts,
+        UNK_ID,
+        consequence="the model cannot read them, so their translations mean little",
+        single=single,
+        stacklevel=stacklevel,
+    )
+    return ids
 
 
 class Translator:
@@ -140,36 +178,11 @@ class Translator:
         return longest_token(self.source_tokenizer)
 
     def _encode(self, texts: list[str], *, single: bool) -> list[list[int]]:
-        """Source ids of each text, EOS added, after the length and unknown-token checks
+        """Source ids of each text, EOS added, after the checks of :func:`source_ids`
         (warnings point at the caller of the public method)."""
-        limits = self.limits
-        if limits is not None:
-            refuse_absurd(
-                texts,
-                limits,
-                chars_per_token=self._longest_token,
-                advice=SPLIT_ADVICE,
-                single=single,
-            )
-        ids = [self.source_tokenizer.encode(text) for text in texts]
-        if limits is not None:
-            check_lengths(
-                [len(row) for row in ids],
-                texts,
-                limits,
-                advice=SPLIT_ADVICE,
-                consequence="translations this long may stop short or go astray; split long "
-                "texts into sentences",
-                single=single,
-                stacklevel=4,
-            )
-        warn_unknown(
-            ids,
-            texts,
-            UNK_ID,
-            consequence="the model cannot read them, so their translations mean little",
-            single=single,
-            stacklevel=4,
+        longest = 0 if self.limits is None else self._longest_token  # read only with limits
+        ids = source_ids(
+            texts, self.source_tokenizer, self.limits, longest=longest, single=single, stacklevel=5
         )
         return [[*row, EOS_ID] for row in ids]
 
@@ -196,13 +209,7 @@ class Translator:
         return self._translate(texts, encoded, beam_size, batch_size, progress, attention)
 
     def _check_sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
-        beam_size = self.decode.beam_size if beam_size is None else beam_size
-        batch_size = self.decode.batch_size if batch_size is None else batch_size
-        if not 1 <= beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        return beam_size, batch_size
+        return self.decode.sizes(beam_size, batch_size)
 
     def _translate(
         self,
