@@ -63,7 +63,7 @@ def test_an_old_run_loads_evaluates_and_resumes(name, runs, capsys):
     code = main(["train", "--resume", name, "--set", f"train.max_steps={steps + 1}", "--quiet"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.startswith(f"resuming {name}"), out
+    assert out.startswith("resuming ") and f"stopped after {steps + 1} steps" in out, out
     assert _steps(runs / name) == steps + 1
 
 
