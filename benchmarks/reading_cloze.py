@@ -1,4 +1,4 @@
-"""Reading comprehension on held-out Bible books and Shakespeare plays (qkv.data.cloze): the
+"""Reading comprehension on held-out Bible books and Shakespeare plays (qkv.data.reading.cloze): the
 accuracy of each cloze reader on both kinds of question (named entities, common nouns), and the
 span reader's exact match and F1 on the same questions written as SQuAD spans, beside the
 simple baselines of the data card (docs/data/cloze.md).
@@ -182,8 +182,8 @@ def write_report(results: dict[str, dict], machine: str) -> None:
         "",
         f"Machine: {machine}. Written by `python benchmarks/reading_cloze.py`.",
         "",
-        "Data: `qkv.data.cloze` (the data card: docs/data/cloze.md): 20 verses of the World "
-        "English Bible or 20 lines of a play, the 21st with a named entity or a common noun "
+        "Data: `qkv.data.reading.cloze` (the data card: docs/data/cloze.md): 20 verses of the "
+        "World English Bible or 20 lines of a play, the 21st with a named entity or a common noun "
         "removed, ten candidates from the passage; whole books and plays held out. Accuracy on "
         "the test split (held-out books and plays); the span reader reads the same questions "
         "as SQuAD spans, without candidates, and is scored with the official exact match and "

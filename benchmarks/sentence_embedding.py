@@ -34,9 +34,9 @@ from harness.machine import machine_line, script_command, utc_stamp
 from harness.report import command_block, log, table, write_section
 from harness.timing import best_of
 
-from qkv.data.labelled import rotten_tomatoes_path
-from qkv.data.text_corpus import load_text_corpus
-from qkv.tasks.embedding import SentenceEncoder, model_folder
+from qkv.data.labelled.sentiment import rotten_tomatoes_path
+from qkv.data.lm.corpora import load_text_corpus
+from qkv.pipelines.embedding import SentenceEncoder, model_folder
 
 BEGIN, END = "<!-- sentence-embedding:begin -->", "<!-- sentence-embedding:end -->"
 

@@ -6,8 +6,8 @@ directory (the demo model and the 60-minute preset), beam 4 and greedy, 32 sente
 2 threads, text in and text out:
 
 - qkv before this work: the searches over ``Transformer.step`` (the module path);
-- qkv's lean decode step (:mod:`qkv.models.transformer_decode`) with float32, bfloat16 and int8
-  weights (:mod:`qkv.models.packed_linear`), beam search exact (qkv's default: a sentence runs
+- qkv's lean decode step (:mod:`qkv.models.transformer.decode`) with float32, bfloat16 and int8
+  weights (:mod:`qkv.layers.packed_linear`), beam search exact (qkv's default: a sentence runs
   while a live hypothesis could still win under the GNMT penalty) and with patience 1
   (CTranslate2's rule: a sentence stops once ``K`` hypotheses have finished);
 - CTranslate2 on the exported model (``qkv export --format ctranslate2``), float32 and int8,
@@ -77,12 +77,12 @@ def interleaved(calls: dict[str, Callable[[], object]], reps: int) -> dict[str, 
 
 
 def translation(model_dir: Path, reps: int, work: Path, limit: int | None = None) -> dict:
+    from qkv.ctranslate2.engine import CTranslate2Translator
+    from qkv.ctranslate2.export import export_model, token_strings
     from qkv.data import load_corpus
     from qkv.evaluation.bleu import corpus_scores
-    from qkv.tasks import translator as translator_module
-    from qkv.tasks.ctranslate2_engine import CTranslate2Translator
-    from qkv.tasks.ctranslate2_export import export_model, token_strings
-    from qkv.tasks.translation import Translator
+    from qkv.tasks.translation.task import Translator
+    from qkv.tasks.translation.task import runner as translator_module
 
     qkv = {p: Translator.load(model_dir, precision=p) for p in ("float32", "bfloat16", "int8")}
     patient = {p: Translator.load(model_dir, precision=p) for p in qkv}
@@ -173,8 +173,8 @@ def _timed(call: Callable[[], object]) -> float:
 def generation(reps: int, work: Path, new: int = 128) -> dict:
     import transformers
 
+    from qkv.ctranslate2.convert import SpecialTokens, language_model_spec, save_spec
     from qkv.decoding.sampling import SamplingConfig, generate
-    from qkv.interop.ctranslate2 import SpecialTokens, language_model_spec, save_spec
     from qkv.interop.gpt2 import from_hf_gpt2
 
     torch.manual_seed(0)

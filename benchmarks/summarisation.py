@@ -121,7 +121,7 @@ def _unblocked(out: Path):
 
     import torch
 
-    from qkv.tasks.summariser import Summariser
+    from qkv.tasks.summarisation.runner import Summariser
 
     torch.set_num_threads(1)
     runner = Summariser.load(out)
@@ -131,8 +131,8 @@ def _unblocked(out: Path):
 
 def baselines() -> dict[str, dict[str, float]]:
     """The extractive baselines' test scores: ``{kind: scores}``."""
-    from qkv.data.docstrings import first_sentence, load_docstrings, name_words
-    from qkv.data.summary_words import summary_text, summary_tokens
+    from qkv.data.pairs.docstrings import first_sentence, load_docstrings, name_words
+    from qkv.data.pairs.summary_words import summary_text, summary_tokens
     from qkv.evaluation.summaries import repeated_ngram_share, rouge_scores
 
     scores = {}
@@ -176,7 +176,7 @@ def repetition_sources(out: Path, limit: int = 200) -> dict[str, float]:
 
 def load_corpus_split(runner, limit: int) -> list[str]:
     """The first ``limit`` test sources of ``runner``'s corpus."""
-    from qkv.data.registry import load_corpus
+    from qkv.data.pairs.registry import load_corpus
 
     data = runner.data
     return [s for s, _ in load_corpus(data.corpus, **data.options).test[:limit]]
@@ -188,11 +188,11 @@ def score_aclsum(out: Path) -> dict[str, dict[str, float]]:
     first sentence."""
     import torch
 
-    from qkv.data.aclsum import load_aclsum
-    from qkv.data.docstrings import first_sentence
-    from qkv.data.summary_words import summary_text, summary_tokens
+    from qkv.data.pairs.aclsum import load_aclsum
+    from qkv.data.pairs.docstrings import first_sentence
+    from qkv.data.pairs.summary_words import summary_text, summary_tokens
     from qkv.evaluation.summaries import rouge_scores
-    from qkv.tasks.summariser import Summariser
+    from qkv.tasks.summarisation.runner import Summariser
 
     torch.set_num_threads(1)
     runner = Summariser.load(out)
@@ -352,7 +352,7 @@ def write_report(results: dict, machine: str) -> None:
         "",
         f"Machine: {machine}. Written by `{COMMAND}`.",
         "",
-        "Docstring pairs: `qkv.data.docstrings` (card: docs/data/docstrings.md); test split "
+        "Docstring pairs: `qkv.data.pairs.docstrings` (card: docs/data/docstrings.md); test split "
         "scored with ROUGE F1 (`rouge-score`, stemmed) and sacrebleu BLEU on lower-cased words. "
         "Each model trains on one thread until its CPU budget is spent; the weights with the "
         "best validation ROUGE-L (greedy, 200 pairs) are decoded with beam 4, the trigram "

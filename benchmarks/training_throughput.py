@@ -28,10 +28,10 @@ from harness.machine import machine_line, script_command, utc_stamp
 from harness.report import command_block, log, table, write_section
 
 from qkv.data import batches, encode_pairs, load_corpus
-from qkv.data.vocab import PAD_ID
+from qkv.data.tokens.special import PAD_ID
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_config import load_run_config
-from qkv.tasks.translation import train_tokenizers, translation_loss
+from qkv.tasks.translation.task import train_tokenizers, translation_loss
 from qkv.training.trainer import resolve_device, train
 
 

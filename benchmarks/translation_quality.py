@@ -29,7 +29,7 @@ from harness.machine import machine_description
 from qkv.evaluation.bleu import BucketScore, CorpusScores
 from qkv.io import atomic_write
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.length_study import StudyRow, write_report
+from qkv.studies.length import StudyRow, write_report
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
 from qkv.training.checkpoint import read_json

@@ -7,6 +7,7 @@ configuration, loading the data, building the model and the first forward and ba
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -26,10 +27,8 @@ def main(argv: list[str]) -> int:
         optimizer.step = stop  # type: ignore[method-assign]
     from qkv.cli.main import main as qkv
 
-    try:
+    with contextlib.suppress(FirstStep):
         qkv(argv)
-    except FirstStep:
-        pass
     ours = sorted(name for name in sys.modules if name == "qkv" or name.startswith("qkv."))
     source = Path(sys.modules["qkv"].__file__).parent
     total = sum(1 for _ in source.rglob("*.py"))

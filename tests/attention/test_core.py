@@ -10,8 +10,7 @@ from qkv.attention import core
 from qkv.attention.core import attend, masked_softmax
 from qkv.attention.masks import causal_mask, combine_masks, padding_mask
 from qkv.attention.scores import Additive, Dot, General, Location, ScaledDot
-
-from .reference import reference_attention
+from tests.attention.reference import reference_attention
 
 B, H, TQ, TK, D = 2, 3, 5, 7, 8
 

@@ -30,10 +30,10 @@ from qkv.layers.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from qkv.models.bert import BertConfig, BertEncoder
+from qkv.models.bert.model import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
-from qkv.models.language_model import TransformerLM, TransformerLMConfig
-from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
+from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
+from qkv.models.show_attend_tell.model import ShowAttendTell, ShowAttendTellConfig
 from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
 
 B, T, S, D, H, V = 2, 4, 5, 8, 2, 11

@@ -9,8 +9,7 @@ from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import causal_mask, from_key_padding, padding_mask
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.rotary import RotaryEmbedding
-
-from .reference import reference_attention
+from tests.attention.reference import reference_attention
 
 D, HEADS = 16, 4
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from qkv.cli.main import main
-
-from ..integration.test_reverse_cli import qkv
+from tests.integration.test_reverse_cli import qkv
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from qkv.cli.main import main
-
-from ..integration.test_reverse_cli import qkv
+from tests.integration.test_reverse_cli import qkv
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
@@ -28,7 +27,7 @@ TEXTS = ["The monitor in the office is not working", "", "She needs to monitor h
 
 @pytest.fixture(scope="module")
 def encoder():
-    from qkv.tasks.embedding import SentenceEncoder
+    from qkv.pipelines.embedding import SentenceEncoder
 
     return SentenceEncoder.load("minilm")
 

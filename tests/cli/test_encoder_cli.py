@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from ..integration.test_reverse_cli import qkv
+from tests.integration.test_reverse_cli import qkv
 
 
 def _write_reviews(path) -> None:

@@ -30,9 +30,8 @@ import pytest
 import yaml
 
 from qkv.cli.main import main
-
-from ..explorer.models import train_models
-from ..integration.test_reverse_cli import qkv
+from tests.explorer.models import train_models
+from tests.integration.test_reverse_cli import qkv
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),

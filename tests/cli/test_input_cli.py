@@ -14,8 +14,7 @@ import pytest
 
 from qkv.cli.main import main
 from qkv.viz.image_attention import save_image
-
-from ..tasks.tiny_models import ROOT, train_tiny
+from tests.tasks.tiny_models import ROOT, train_tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -121,7 +120,7 @@ def test_generation_warnings_come_before_any_output(dirs, capsys, monkeypatch):
 def test_plot_attention_refuses_text_too_long_to_plot_before_translating(
     dirs, capsys, monkeypatch, tmp_path
 ):
-    from qkv.tasks.translation import Translator
+    from qkv.tasks.translation.task import Translator
 
     def never(*args, **kwargs):
         raise AssertionError("the model was loaded")

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from ..data.conftest import needs_bible
-from ..integration.test_reverse_cli import qkv
+from tests.data.conftest import needs_bible
+from tests.integration.test_reverse_cli import qkv
 
 
 @needs_bible

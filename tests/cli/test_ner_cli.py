@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from ..integration.test_reverse_cli import qkv
+from tests.integration.test_reverse_cli import qkv
 
 SYLLABLES = ["ka", "lo", "mi", "ra", "ven", "tor", "zu", "bel", "dri", "no", "sa", "quin"]
 FILLER = ["we", "saw", "met", "with", "and", "the", "a", "today", "again", "later", "walked",

@@ -12,10 +12,9 @@ import re
 import pytest
 import yaml
 
-from qkv.data.cloze_synthetic import synthetic_cloze
-from qkv.data.squad import cloze_as_spans, write_squad
-
-from ..integration.test_reverse_cli import qkv
+from qkv.data.reading.cloze_synthetic import synthetic_cloze
+from qkv.data.reading.squad import cloze_as_spans, write_squad
+from tests.integration.test_reverse_cli import qkv
 
 # Each reader: its model section, its step budget and its data settings. The encoder span reader
 # reads a BPE in windows of 48 ids, so every passage takes two or three.

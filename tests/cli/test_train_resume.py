@@ -17,7 +17,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ..training.test_stop_and_resume import leave_torn_temporaries
+from tests.training.test_stop_and_resume import leave_torn_temporaries
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, EVERY = 40, 5

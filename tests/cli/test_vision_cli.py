@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from ..integration.test_reverse_cli import qkv
+from tests.integration.test_reverse_cli import qkv
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"

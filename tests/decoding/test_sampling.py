@@ -14,7 +14,7 @@ from qkv.decoding.sampling import (
     generate,
     next_token,
 )
-from qkv.models.language_model import TransformerLM, TransformerLMConfig
+from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
 
 V = 29
 

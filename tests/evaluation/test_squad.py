@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from qkv.data.squad import SpanQuestion
+from qkv.data.reading.squad import SpanQuestion
 from qkv.evaluation.squad import (
     SpanScores,
     exact_match,

@@ -4,7 +4,7 @@ share them (the API's tests and its hostile-input tests)."""
 import pytest
 import torch
 
-from .models import train_models
+from tests.explorer.models import train_models
 
 
 @pytest.fixture(scope="session")

@@ -24,8 +24,7 @@ from fastapi.testclient import TestClient
 from qkv.explorer.app import create_app
 from qkv.explorer.session import ExplorerModels
 from qkv.explorer.views import DIGITS, Limits
-
-from .models import train_models
+from tests.explorer.models import train_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROUNDING = 0.5 * 10**-DIGITS + 1e-7  # what rounding to DIGITS decimals may change
@@ -167,7 +166,7 @@ def test_vision_transformer_maps(client, models):
     assert view["type"] == "image" and (view["width"], view["height"]) == (8, 8)
     assert view["image"].startswith("data:image/png;base64,")
     vit = models["vit-digits"].runner
-    from qkv.data.images import decode_image
+    from qkv.data.images.datasets import decode_image
 
     image = decode_image(digit_png(3), channels=1, size=(8, 8))  # the same bytes, read alone
     seen = vit.attention(image)
@@ -192,7 +191,7 @@ def test_captioner_word_maps(client, models):
     words = result["output"]["words"]
     (group,) = view["groups"]
     assert [m["label"] for m in group["maps"]] == [f"{i}: {w}" for i, w in enumerate(words)]
-    from qkv.data.images import decode_image
+    from qkv.data.images.datasets import decode_image
 
     caption = models["caption-digits"].runner.caption([decode_image(data, channels=1)])[0]
     assert caption.words == words

@@ -22,10 +22,9 @@ pytest.importorskip("sklearn")
 from qkv.cli.main import main  # noqa: E402
 from qkv.explorer.page import page_data, render_page  # noqa: E402
 from qkv.explorer.views import Limits  # noqa: E402
-
-from ..integration.test_reverse_cli import ROOT, qkv  # noqa: E402
-from .models import train_models  # noqa: E402
-from .test_api import digit_png  # noqa: E402
+from tests.explorer.models import train_models  # noqa: E402
+from tests.explorer.test_api import digit_png  # noqa: E402
+from tests.integration.test_reverse_cli import ROOT, qkv  # noqa: E402
 
 DATA = re.compile(r'<script id="qkv-data" type="application/json">(.*?)</script>', re.S)
 

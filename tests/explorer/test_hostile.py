@@ -24,8 +24,7 @@ from qkv.explorer.app import create_app  # noqa: E402
 from qkv.explorer.server import background_server  # noqa: E402
 from qkv.explorer.session import ExplorerModels  # noqa: E402
 from qkv.explorer.views import Limits  # noqa: E402
-
-from .test_api import BASE_URL, b64, digit_png  # noqa: E402
+from tests.explorer.test_api import BASE_URL, b64, digit_png  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 JSON = {"content-type": "application/json"}

@@ -15,8 +15,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 pytest.importorskip("sklearn")
 
-from ..integration.test_reverse_cli import ROOT
-from .models import train_models
+from tests.explorer.models import train_models
+from tests.integration.test_reverse_cli import ROOT
 
 
 def test_every_request_answered_and_the_server_healthy(tmp_path):

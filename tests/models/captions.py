@@ -1,4 +1,5 @@
-"""Greedy captions of a :class:`~qkv.models.show_attend_tell.ShowAttendTell`, two ways, laid out
+"""Greedy captions of a :class:`~qkv.models.show_attend_tell.model.ShowAttendTell`, two ways, laid
+out
 as :class:`Captions`: the step loop that ``ShowAttendTell.generate`` ran before the captioner was
 decoded by :mod:`qkv.decoding` (:func:`reference_captions`, kept here as the reference), and
 :func:`qkv.decoding.greedy_search` (:func:`greedy_captions`)."""
@@ -11,7 +12,7 @@ import torch
 from torch import Tensor
 
 from qkv.decoding import greedy_search
-from qkv.models.show_attend_tell import ShowAttendTell
+from qkv.models.show_attend_tell.model import ShowAttendTell
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import torch
 from qkv.decoding import beam_search, greedy_search
 from qkv.layers.copy import gold_log_probs
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
-from qkv.models.transformer import Transformer, TransformerConfig
+from qkv.models.transformer.model import Transformer, TransformerConfig
 
 V = 20
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from qkv.models.bert import BertConfig
+from qkv.models.bert.model import BertConfig
 from qkv.models.encoder_span_reader import EncoderSpanReader, EncoderSpanReaderConfig
 from qkv.models.registry import build_config
-from qkv.tasks.reading_inputs import span_loss
+from qkv.tasks.reading.inputs import span_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

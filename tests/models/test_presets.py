@@ -8,22 +8,22 @@ from dataclasses import dataclass
 
 import pytest
 
-from qkv.models.bert import BertConfig
+from qkv.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.models.bert.model import BertConfig
 from qkv.models.classifier import EncoderClassifierConfig
-from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
-from qkv.models.language_model import TransformerLMConfig
+from qkv.models.language_model.model import TransformerLMConfig
 from qkv.models.presets import PRESETS, preset_values, with_preset
 from qkv.models.registry import FAMILIES, build_config
 from qkv.models.tagger import SequenceTaggerConfig
 from qkv.models.vit import ViTConfig
 
 MODULES = {
-    "bert": "qkv.models.bert",
+    "bert": "qkv.models.bert.model",
     "encoder_classifier": "qkv.models.classifier",
     "sequence_tagger": "qkv.models.tagger",
-    "transformer_lm": "qkv.models.language_model",
+    "transformer_lm": "qkv.models.language_model.model",
     "vit": "qkv.models.vit",
-    "show_attend_tell": "qkv.models.show_attend_tell",
+    "show_attend_tell": "qkv.models.show_attend_tell.model",
     "cloze_reader": "qkv.models.cloze_reader",
     "span_reader": "qkv.models.span_reader",
 }

@@ -8,16 +8,16 @@ from __future__ import annotations
 import pytest
 
 import qkv.models.sizes as sizes
-from qkv.models.bert import BertConfig
+from qkv.models.bert.model import BertConfig
 from qkv.models.classifier import EncoderClassifierConfig
 from qkv.models.cloze_reader import READERS, ClozeReaderConfig
-from qkv.models.language_model import TransformerLMConfig
+from qkv.models.language_model.model import TransformerLMConfig
 from qkv.models.registry import build_config, build_model
 from qkv.models.seq2seq_rnn import Seq2SeqRNNConfig
-from qkv.models.show_attend_tell import ShowAttendTellConfig
+from qkv.models.show_attend_tell.model import ShowAttendTellConfig
 from qkv.models.span_reader import SpanReaderConfig
 from qkv.models.tagger import SequenceTaggerConfig
-from qkv.models.transformer import TransformerConfig
+from qkv.models.transformer.model import TransformerConfig
 from qkv.models.vit import ViTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")

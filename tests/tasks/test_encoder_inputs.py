@@ -8,8 +8,8 @@ import itertools
 import pytest
 import torch
 
-from qkv.data.tokenizer import SubwordTokenizer
-from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
+from qkv.data.tokens.subword import SubwordTokenizer
 from qkv.tasks.encoder_inputs import TextInputs, collate, split_words
 
 TEXTS = [

@@ -17,11 +17,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from qkv.data.labelled import load_classification_corpus
-from qkv.data.tagged import load_tagging_corpus
+from qkv.data.labelled.sentiment import load_classification_corpus
+from qkv.data.labelled.tagged import load_tagging_corpus
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.classification import (
+from qkv.tasks.classification.task import (
     ClassificationTrainConfig,
     Classifier,
     classification_loss,
@@ -30,7 +30,7 @@ from qkv.tasks.classification import (
 from qkv.tasks.encoder_inputs import collate, split_words
 from qkv.tasks.input_checks import InputWarning
 from qkv.tasks.run_config import load_run_config, run_config_from_dict
-from qkv.tasks.tagging import Tagger, train_tagger
+from qkv.tasks.tagging.task import Tagger, train_tagger
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -252,7 +252,7 @@ def test_bad_encoder_configurations_are_named(reviews, tmp_path, data, model, me
 @needs_minilm
 def test_fine_tuning_starts_from_the_pretrained_encoder_and_reloads_without_it(reviews, tmp_path):
     from qkv.interop.bert import load_bert
-    from qkv.tasks.embedding import model_folder
+    from qkv.pipelines.embedding import model_folder
 
     out = tmp_path / "run"
     config = _config(

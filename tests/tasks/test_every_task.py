@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from qkv.cli.main import main
-from qkv.tasks.protocol import EVALUATE_OPTIONS, VIEW_OPTIONS, Report, Seen
 from qkv.tasks.registry import TASKS, load_runner, task
-
-from ..explorer.models import ROOT, _encoder_config, _write, _write_files
+from qkv.tasks.spec import EVALUATE_OPTIONS, VIEW_OPTIONS, Report, Seen
+from tests.explorer.models import ROOT, _encoder_config, _write, _write_files
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from qkv.decoding.sampling import SamplingConfig
-from qkv.tasks import captioner as captioner_module
-from qkv.tasks import image_classification
-from qkv.tasks.captioning import Captioner
-from qkv.tasks.classification import Classifier
-from qkv.tasks.image_classification import ImageClassifier
+from qkv.tasks.captioning import runner as captioner_module
+from qkv.tasks.captioning.task import Captioner
+from qkv.tasks.classification.task import Classifier
+from qkv.tasks.image_classification import task as image_classification
+from qkv.tasks.image_classification.task import ImageClassifier
 from qkv.tasks.input_checks import (
     InputWarning,
     LengthLimits,
@@ -27,11 +27,10 @@ from qkv.tasks.input_checks import (
     refuse_absurd,
     text_list,
 )
-from qkv.tasks.language_model import LanguageModel
-from qkv.tasks.tagging import Tagger
-from qkv.tasks.translation import Translator
-
-from .tiny_models import train_tiny
+from qkv.tasks.language_model.task import LanguageModel
+from qkv.tasks.tagging.task import Tagger
+from qkv.tasks.translation.task import Translator
+from tests.tasks.tiny_models import train_tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -55,7 +54,7 @@ def models(dirs) -> dict:
         "captioner": Captioner.load(dirs["caption"]),
     }
     if HAS_MINILM:
-        from qkv.tasks.embedding import SentenceEncoder
+        from qkv.pipelines.embedding import SentenceEncoder
 
         loaded["encoder"] = SentenceEncoder.load("minilm")
     return loaded

@@ -7,8 +7,8 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
-from ..explorer.models import ROOT, _encoder_config, _write, _write_files
-from ..explorer.models import _train as _train_config
+from tests.explorer.models import ROOT, _encoder_config, _write, _write_files
+from tests.explorer.models import _train as _train_config
 
 KINDS = ("translation", "language_model", "classification", "tagging", "vit", "caption")
 # Few steps and no evaluation to speak of: what the tests read is the saved configuration.

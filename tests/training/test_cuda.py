@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from qkv.training.trainer import resolve_device
-
-from ..integration.test_reverse_cli import qkv
-from .test_trainer import dropout_problem, run
+from tests.integration.test_reverse_cli import qkv
+from tests.training.test_trainer import dropout_problem, run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -9,8 +9,7 @@ from torch import nn
 from qkv.training import metrics_log
 from qkv.training.metrics_log import MetricsLog
 from qkv.training.trainer import TrainConfig, train
-
-from .test_trainer import regression_problem
+from tests.training.test_trainer import regression_problem
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import (

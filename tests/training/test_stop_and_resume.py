@@ -17,8 +17,7 @@ from torch import nn
 from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
 from qkv.training.state import complete_checkpoints, latest_checkpoint
 from qkv.training.trainer import TrainConfig, TrainingLoop, train
-
-from .test_trainer import dropout_problem, run
+from tests.training.test_trainer import dropout_problem, run
 
 STEPS = 10
 

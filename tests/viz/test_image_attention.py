@@ -50,7 +50,7 @@ def test_bad_shapes_are_named(tmp_path):
 
 
 def test_save_image_round_trips_the_pixels(tmp_path):
-    from qkv.data.images import read_image
+    from qkv.data.images.datasets import read_image
     from qkv.viz.image_attention import save_image
 
     grey = torch.randint(0, 256, (1, 28, 84), dtype=torch.uint8)

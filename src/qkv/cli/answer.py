@@ -34,9 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkv.data.errors import decode_utf8
-    from qkv.data.squad import read_squad
+    from qkv.data.reading.squad import read_squad
     from qkv.io import atomic_write_json
-    from qkv.tasks.reader import Reader
+    from qkv.tasks.reading.runner import Reader
     from qkv.tasks.registry import load_runner
 
     if (args.squad is None) == (args.context is None):

@@ -1,10 +1,10 @@
-"""``qkv demo``: print what :func:`qkv.demo.run_demo` measured."""
+"""``qkv demo``: print what :func:`qkv.studies.score_functions.run_demo` measured."""
 
 from __future__ import annotations
 
 import argparse
 
-from qkv.demo import DemoReport, run_demo
+from qkv.studies.score_functions import DemoReport, run_demo
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -1,6 +1,6 @@
 """``qkv embed`` and ``qkv similarity``: sentence embeddings from a pretrained BERT encoder
 (all-MiniLM-L6-v2 by default, or a model folder), through
-:class:`qkv.tasks.embedding.SentenceEncoder`."""
+:class:`qkv.pipelines.embedding.SentenceEncoder`."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def run_similarity(args: argparse.Namespace) -> int:
 
 
 def _load(model: str):
-    from qkv.tasks.embedding import SentenceEncoder
+    from qkv.pipelines.embedding import SentenceEncoder
 
     return SentenceEncoder.load(model)
 

@@ -1,5 +1,5 @@
 """``qkv export --format ctranslate2 --model DIR -o OUT [--quantization int8]``: a trained model
-directory as a CTranslate2 model directory (:func:`qkv.tasks.ctranslate2_export.export_model`)."""
+directory as a CTranslate2 model directory (:func:`qkv.ctranslate2.export.export_model`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Write the trained model in DIR as a CTranslate2 model directory OUT: "
         "model.bin, CTranslate2's config.json and vocabularies, and qkv's tokenizers and run "
         "configuration under OUT/qkv, so that OUT alone translates or generates (with "
-        "qkv.tasks.ctranslate2_engine, or with ctranslate2 itself on qkv's tokens). Translation "
+        "qkv.ctranslate2.engine, or with ctranslate2 itself on qkv's tokens). Translation "
         "Transformers and language models export; recurrent and copying models are refused, "
         "as is any other task's model. OUT is written whole or not at all; an existing "
         "non-empty OUT is refused unless --overwrite.",
@@ -36,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.ctranslate2_export import export_model
+    from qkv.ctranslate2.export import export_model
 
     exported = export_model(
         args.model,

@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkv.decoding.sampling import SamplingConfig
-    from qkv.tasks.language_model import LanguageModel
+    from qkv.tasks.language_model.task import LanguageModel
 
     if "" in args.stop:
         raise ValueError("--stop '' would stop before any text; give the text to stop at")
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _generate_ctranslate2(args: argparse.Namespace, given: dict) -> int:
     """Greedy continuations by CTranslate2 (``--engine ctranslate2``), stop strings cut off."""
-    from qkv.tasks.ctranslate2_engine import CTranslate2Generator
+    from qkv.ctranslate2.engine import CTranslate2Generator
 
     engine = CTranslate2Generator.load(
         args.model, compute_type=compute_type(chosen_precision(args))

@@ -68,8 +68,8 @@ def _check_tokens(args: argparse.Namespace, *axes: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.protocol import ImageView, ViewOptions
     from qkv.tasks.registry import model_task
+    from qkv.tasks.spec import ImageView, ViewOptions
 
     spec = model_task(args.model)
     given = {"beam": args.beam is not None, "layer": args.layer is not None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-# qkv.models.packed_linear.PRECISIONS, spelled out so that parsing imports no torch
+# qkv.layers.packed_linear.PRECISIONS, spelled out so that parsing imports no torch
 # (tests/cli/test_serving_options.py checks that they agree).
 PRECISION_CHOICES = ("float32", "bfloat16", "int8")
 

@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.length_study import DEFAULT_CONFIGS, run_length_study
+    from qkv.studies.length import DEFAULT_CONFIGS, run_length_study
 
     if args.minutes <= 0:
         raise ValueError(f"--minutes must be positive, got {args.minutes}")

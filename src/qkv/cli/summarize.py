@@ -64,13 +64,13 @@ def _print(runner: Any, texts: list[str], beam: int | None, as_json: bool) -> No
 
 
 def _options(beam: int | None):
-    from qkv.tasks.protocol import ViewOptions
+    from qkv.tasks.spec import ViewOptions
 
     return ViewOptions(beam=beam)
 
 
 def run_summarize(args: argparse.Namespace) -> int:
-    from qkv.tasks.summariser import Summariser
+    from qkv.tasks.summarisation.runner import Summariser
 
     texts = list(args.texts)
     for path in args.file or ([] if texts else [STDIN]):
@@ -81,8 +81,8 @@ def run_summarize(args: argparse.Namespace) -> int:
 
 
 def run_reply(args: argparse.Namespace) -> int:
-    from qkv.data.dialogue import TURN_SEPARATOR
-    from qkv.tasks.summariser import Replier
+    from qkv.data.pairs.dialogue import TURN_SEPARATOR
+    from qkv.tasks.summarisation.runner import Replier
 
     runner = _load(args.model, Replier)
     _print(runner, [TURN_SEPARATOR.join(args.turns)], args.beam, args.json)

@@ -59,14 +59,14 @@ def _translator(args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
     precision = chosen_precision(args)
     options = {"beam_size": args.beam, "batch_size": args.batch_size}
     if args.engine == "ctranslate2":
-        from qkv.tasks.ctranslate2_engine import CTranslate2Translator
+        from qkv.ctranslate2.engine import CTranslate2Translator
 
         if args.patience is not None:
             raise ValueError("--patience is a setting of the qkv engine; drop it or --engine")
 
         engine = CTranslate2Translator.load(args.model, compute_type=compute_type(precision))
         return lambda texts: engine.translate(texts, **options)
-    from qkv.tasks.translation import Translator
+    from qkv.tasks.translation.task import Translator
 
     translator = Translator.load(args.model, precision=precision or "float32")
     if args.patience is not None:

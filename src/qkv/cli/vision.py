@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_classify_image(args: argparse.Namespace) -> int:
-    from qkv.tasks.image_classification import ImageClassifier
+    from qkv.tasks.image_classification.task import ImageClassifier
 
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")
@@ -64,8 +64,8 @@ def run_classify_image(args: argparse.Namespace) -> int:
 
 
 def run_caption(args: argparse.Namespace) -> int:
-    from qkv.data.images import read_image
-    from qkv.tasks.captioner import Captioner, check_beam
+    from qkv.data.images.datasets import read_image
+    from qkv.tasks.captioning.runner import Captioner, check_beam
 
     if args.test_strips < 0:
         raise ValueError(f"--test-strips must be >= 0, got {args.test_strips}")

@@ -14,7 +14,8 @@ for batch in batches(train, max_tokens=4096, shuffle=True, seed=0, epoch=0):
 ``tokenizers`` (the ``text`` extra) is imported only when a tokenizer is trained or loaded.
 """
 
-from qkv.data.batching import (
+from qkv.data.errors import DataError, DatasetUnavailable
+from qkv.data.pairs.batching import (
     Example,
     Seq2SeqBatch,
     batches,
@@ -23,16 +24,7 @@ from qkv.data.batching import (
     example_cost,
     plan_batches,
 )
-from qkv.data.bible import (
-    BIBLE_INSTALL,
-    BIBLE_TRANSLATIONS,
-    bible_db_path,
-    bible_split_of,
-    clean_verse,
-    load_bible_pair,
-)
-from qkv.data.errors import DataError, DatasetUnavailable
-from qkv.data.parallel import (
+from qkv.data.pairs.parallel import (
     Pair,
     ParallelCorpus,
     load_aligned_corpus,
@@ -41,10 +33,18 @@ from qkv.data.parallel import (
     read_tsv_pairs,
     split_pairs,
 )
-from qkv.data.registry import CORPORA, corpus_options, load_corpus
-from qkv.data.synthetic import reverse_task
-from qkv.data.tokenizer import SubwordTokenizer
-from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from qkv.data.pairs.registry import CORPORA, corpus_options, load_corpus
+from qkv.data.pairs.reverse import reverse_task
+from qkv.data.sources.bible import (
+    BIBLE_INSTALL,
+    BIBLE_TRANSLATIONS,
+    bible_db_path,
+    bible_split_of,
+    clean_verse,
+    load_bible_pair,
+)
+from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from qkv.data.tokens.subword import SubwordTokenizer
 
 __all__ = [
     "BIBLE_INSTALL",

@@ -31,7 +31,7 @@ from torch import Tensor
 from qkv.attention.core import masked_softmax
 from qkv.attention.kv_cache import KVCache
 from qkv.hardware import warn_if_slow_bfloat16
-from qkv.models.packed_linear import Precision, activation_dtype, check_precision
+from qkv.layers.packed_linear import Precision, activation_dtype, check_precision
 
 
 class CausalLM(Protocol):
@@ -159,7 +159,7 @@ def generate(
             both give the same tokens. ``None``: no limit.
         precision: the weights of the lean decode step (a model with ``decode_step``, with the
             cache): ``"float32"`` (the default; the same tokens as the module path),
-            ``"bfloat16"`` or ``"int8"`` (:mod:`qkv.models.packed_linear`).
+            ``"bfloat16"`` or ``"int8"`` (:mod:`qkv.layers.packed_linear`).
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token (got an empty prompt or none)")

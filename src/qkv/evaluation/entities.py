@@ -6,7 +6,7 @@ Entities are read from BIO tags as conlleval reads them: ``B-X`` always opens an
 type; an entity ends at ``O``, ``B-``, or a change of type. So invalid BIO is scored, not
 refused: ``O I-X`` holds one entity. This is seqeval's default (non-strict) mode,
 ``seqeval.metrics.sequence_labeling.get_entities``; tags in other schemes are first converted by
-:func:`qkv.data.tag_schemes.convert_tags`.
+:func:`qkv.data.labelled.tag_schemes.convert_tags`.
 
 A predicted entity is correct when a gold entity of the same sentence has its type and both of
 its boundaries. With ``c`` correct, ``p`` predicted and ``g`` gold entities: precision ``c / p``,
@@ -105,7 +105,7 @@ def _split(position: int, tag: str) -> tuple[str, str]:
     if letter not in ("B", "I") or not hyphen or not type_:
         raise ValueError(
             f"position {position}: {tag!r} is not a BIO tag (O, B-TYPE or I-TYPE); convert "
-            "other schemes with qkv.data.tag_schemes.convert_tags first"
+            "other schemes with qkv.data.labelled.tag_schemes.convert_tags first"
         )
     return letter, type_
 

@@ -69,7 +69,7 @@ def metric_max_over_ground_truths(
 
 
 class AnsweredQuestion(Protocol):
-    """What scoring needs of a question (:class:`qkv.data.squad.SpanQuestion` has it)."""
+    """What scoring needs of a question (:class:`qkv.data.reading.squad.SpanQuestion` has it)."""
 
     id: str
     answers: tuple[tuple[str, int], ...]

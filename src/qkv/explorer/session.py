@@ -25,8 +25,8 @@ from qkv.explorer.views import (
     check_unicode,
     seen_json,
 )
-from qkv.tasks.protocol import TaskSpec, ViewOptions
 from qkv.tasks.registry import model_task
+from qkv.tasks.spec import TaskSpec, ViewOptions
 
 
 @dataclass

@@ -18,7 +18,7 @@ and each view one of two types:
   captioner's regions).
 
 Weights are rounded to :data:`DIGITS` decimals (a page does not need more, and the JSON stays
-small). What each task shows is its runner's ``views`` (:mod:`qkv.tasks.protocol`): translation
+small). What each task shows is its runner's ``views`` (:mod:`qkv.tasks.spec`): translation
 (cross-attention, and the encoder's and decoder's self-attention for Transformers), language
 models (generate, then the causal self-attention over prompt and continuation), classification
 and tagging (encoder self-attention), Vision Transformers ([CLS] maps per layer and head,
@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
-from qkv.tasks.protocol import Seen, TaskSpec, TokenView
+from qkv.tasks.spec import Seen, TaskSpec, TokenView
 
 DIGITS = 4  # decimals kept of each attention weight
 
@@ -197,7 +197,7 @@ def check_text_tokens(
 
 
 def seen_json(seen: Seen, limits: Limits) -> dict[str, Any]:
-    """A runner's :class:`~qkv.tasks.protocol.Seen` as the API's ``output`` and ``views``;
+    """A runner's :class:`~qkv.tasks.spec.Seen` as the API's ``output`` and ``views``;
     a token view longer than ``limits.max_tokens`` is an :class:`InputError` naming what it is
     of."""
     longest = max(

@@ -20,7 +20,7 @@ from typing import Any
 from torch import Tensor
 
 from qkv.interop.hf_folder import read_hf_folder
-from qkv.models.bert import BertConfig, BertEncoder
+from qkv.models.bert.model import BertConfig, BertEncoder
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from qkv.interop.hf_folder import read_hf_folder
-from qkv.models.language_model import TransformerLM, TransformerLMConfig
+from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 ACTIVATIONS["relu"] = "relu"

@@ -169,7 +169,8 @@ def check_inputs(ids: Tensor, keep: Tensor | None, vocab_size: int, max_len: int
 class TransformerTextEncoder(nn.Module):
     """Embeddings, positions and a post-norm Transformer encoder stack.
 
-    Matrices start Xavier-uniform (as :class:`qkv.models.transformer.Transformer`); the learned
+    Matrices start Xavier-uniform (as :class:`qkv.models.transformer.model.Transformer`); the
+    learned
     position table keeps its ``N(0, 0.02^2)`` start.
 
     Shape:

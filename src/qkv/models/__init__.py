@@ -1,8 +1,8 @@
 """Models built on the attention core, one file per family, each with its config."""
 
-from qkv.models.bert import BertConfig, BertEncoder
+from qkv.models.bert.model import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
-from qkv.models.language_model import TransformerLM, TransformerLMConfig
+from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
 from qkv.models.outputs import (
     BertOutput,
     ClassifierOutput,
@@ -13,7 +13,7 @@ from qkv.models.outputs import (
 )
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
-from qkv.models.transformer import Transformer, TransformerConfig
+from qkv.models.transformer.model import Transformer, TransformerConfig
 
 __all__ = [
     "BertConfig",

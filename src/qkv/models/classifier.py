@@ -21,7 +21,7 @@ Devlin et al. 2019).
 The encoder is any module called as ``encoder(ids, *, keep, need_weights)`` that returns an
 object with ``.hidden (B, T, D)`` and ``.attentions``. The config's ``text`` builds qkv's text
 encoder; its ``bert`` (in a flat model section, ``encoder: bert``) builds a
-:class:`~qkv.models.bert.BertEncoder` (the architecture of the pretrained encoder a task
+:class:`~qkv.models.bert.model.BertEncoder` (the architecture of the pretrained encoder a task
 fine-tunes, e.g. all-MiniLM-L6-v2; the task loads its weights); any other ready-made one can be
 passed as ``EncoderClassifier(config, encoder=..., encoder_dim=D)``.
 """
@@ -34,9 +34,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from qkv.config_values import check_choice, check_positive_ints
 from qkv.layers.pooling import POOLINGS, build_pooling
 from qkv.layers.text_encoder import TextEncoderConfig
-from qkv.models.config_values import check_choice, check_positive_ints
 from qkv.models.outputs import ClassifierOutput
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
@@ -67,7 +67,7 @@ class EncoderClassifierConfig(
         hops: ``r`` of structured pooling; attention_dim: the hidden width of the attention and
             structured poolings' scores (``d_a``).
         bert: a BERT-family encoder instead of ``text``: its
-            :class:`~qkv.models.bert.BertConfig` fields (the architecture of the pretrained
+            :class:`~qkv.models.bert.model.BertConfig` fields (the architecture of the pretrained
             encoder a task fine-tunes, e.g. all-MiniLM-L6-v2; the task loads its weights).
         dropout: on the pooled vector; ``None``: the text encoder's (0.1 beside BERT).
     """

@@ -42,9 +42,9 @@ from torch import Tensor, nn
 from qkv.attention.core import attend, softmax_dtype
 from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
 from qkv.attention.scores import Additive, Dot, General, Score
-from qkv.models.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.layers.packed_rnn import BiRNN, PackedRun, check_prefix_keep, check_word_ids
 from qkv.models.outputs import ReaderOutput
-from qkv.models.packed_rnn import BiRNN, PackedRun, check_prefix_keep, check_word_ids
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers

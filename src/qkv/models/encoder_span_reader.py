@@ -23,7 +23,7 @@ uncased encoder (MiniLM lower-cases its input) cannot see which words are capita
 mark of a name; the casing feature (``casing_dim > 0``, as the tagger's) adds an embedding of
 each passage word's shape to its state before the pointer. A
 passage longer than the encoder's positions is read in overlapping windows by the task
-(:mod:`qkv.tasks.reading_subwords`); the model sees one window per row. A window may not hold
+(:mod:`qkv.tasks.reading.subwords`); the model sees one window per row. A window may not hold
 the answer, so the pointer may also point at ``[CLS]``, "no answer here" (Devlin et al.'s
 SQuAD reader does the same): a window without a gold span is trained to point there, and
 answers from different windows compare, since each one's probability counts the null's mass.
@@ -37,8 +37,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from qkv.config_values import check_casing, check_positive_ints
 from qkv.layers.text_encoder import TextEncoderConfig
-from qkv.models.config_values import check_casing, check_positive_ints
 from qkv.models.outputs import SpanOutput
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
@@ -61,13 +61,13 @@ class EncoderSpanReaderConfig(
     Args:
         text: qkv's text encoder (:class:`TextEncoderConfig`); ``None`` beside ``bert``.
         bert: a BERT-family encoder instead of ``text``: its
-            :class:`~qkv.models.bert.BertConfig` fields (a pretrained one, fine-tuned).
+            :class:`~qkv.models.bert.model.BertConfig` fields (a pretrained one, fine-tuned).
         dropout: on the encoder's states before the pointer; ``None``: the text encoder's (0.1
             beside BERT).
         max_answer_length: the most words :meth:`EncoderSpanReader.decode` lets a span cover.
         casing_dim: width ``C`` of the casing embedding of each passage word's shape (0: none);
             num_shapes: the word shapes it embeds (the task sets it, from
-            :data:`qkv.data.word_shape.SHAPES`).
+            :data:`qkv.data.labelled.word_shape.SHAPES`).
     """
 
     text: TextEncoderConfig | None
@@ -97,7 +97,7 @@ class EncoderSpanReader(SpanDecoding, nn.Module):
         padded word's position is ignored) -> :class:`~qkv.models.outputs.SpanOutput` over the
         passage words (``aligned`` is ``None``; ``null_log_probs`` is set). With the casing
         feature, ``passage_shapes (B, S)``: each passage word's shape id
-        (:func:`qkv.data.word_shape.word_shape`).
+        (:func:`qkv.data.labelled.word_shape.word_shape`).
     """
 
     def __init__(self, config: EncoderSpanReaderConfig) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from qkv.models.config_values import config_from_flat
+from qkv.config_values import config_from_flat
 
 __all__ = ["PRESETS", "Presets", "preset_values", "with_preset"]
 

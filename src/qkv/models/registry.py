@@ -17,17 +17,17 @@ from typing import Any
 
 from torch import nn
 
-from qkv.models.bert import BertConfig, BertEncoder
+from qkv.config_values import check_values, config_from_flat, flat_fields, flat_values
+from qkv.models.bert.model import BertConfig, BertEncoder
 from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
 from qkv.models.cloze_reader import ClozeReader, ClozeReaderConfig
-from qkv.models.config_values import check_values, config_from_flat, flat_fields, flat_values
 from qkv.models.encoder_span_reader import EncoderSpanReader, EncoderSpanReaderConfig
-from qkv.models.language_model import TransformerLM, TransformerLMConfig
+from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
-from qkv.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
+from qkv.models.show_attend_tell.model import ShowAttendTell, ShowAttendTellConfig
 from qkv.models.span_reader import SpanReader, SpanReaderConfig
 from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
-from qkv.models.transformer import Transformer, TransformerConfig
+from qkv.models.transformer.model import Transformer, TransformerConfig
 from qkv.models.vit import ViT, ViTConfig
 
 FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
@@ -53,7 +53,7 @@ def _config_class(family: Any) -> type:
 
 def model_fields(family: str) -> dict[str, Any]:
     """The keys of ``family``'s flat model section and the type annotation of each (what
-    :func:`~qkv.models.config_values.check_values` checks a value against); the classifier's
+    :func:`~qkv.config_values.check_values` checks a value against); the classifier's
     and tagger's include their text encoder's keys (``d_model``, ``encoder``...)."""
     return flat_fields(_config_class(family))
 

@@ -42,6 +42,12 @@ import torch
 from torch import Tensor, nn
 
 from qkv.attention.scores import Additive, Dot, General, Score
+from qkv.config_values import (
+    check_choice,
+    check_copy,
+    check_fractions,
+    check_positive_ints,
+)
 from qkv.layers.copy import (
     CopyEncoding,
     CopyHead,
@@ -58,12 +64,6 @@ from qkv.layers.recurrent import (
     RecurrentDecoder,
     RecurrentEncoder,
     RecurrentState,
-)
-from qkv.models.config_values import (
-    check_choice,
-    check_copy,
-    check_fractions,
-    check_positive_ints,
 )
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
 from qkv.models.sizes import check_parameters, recurrent_layers

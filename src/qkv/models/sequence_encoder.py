@@ -3,7 +3,7 @@ they share, its checks, building it, and the flat model section.
 
 The encoder is qkv's own text encoder (:class:`~qkv.layers.text_encoder.TextEncoderConfig`: a
 Transformer, or a BiLSTM with optional self-attention) or a BERT-family encoder (the fields of a
-:class:`~qkv.models.bert.BertConfig`: the architecture of a pretrained encoder the task
+:class:`~qkv.models.bert.model.BertConfig`: the architecture of a pretrained encoder the task
 fine-tunes, e.g. all-MiniLM-L6-v2). Both configs nest it as ``text`` or ``bert``, beside their
 own head's fields, and inherit :class:`NestedTextEncoder`.
 
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch import nn
 
+from qkv.config_values import check_fractions, check_values, field_hints
 from qkv.layers.text_encoder import TextEncoderConfig, build_text_encoder
-from qkv.models.bert import BertConfig, BertEncoder
-from qkv.models.config_values import check_fractions, check_values, field_hints
+from qkv.models.bert.model import BertConfig, BertEncoder
 from qkv.models.sizes import check_parameters, recurrent_layers, transformer_layers
 
 __all__ = ["NestedTextEncoder", "build_encoder", "check_bert"]
@@ -45,7 +45,7 @@ ConfigT = TypeVar("ConfigT", bound="NestedTextEncoder")
 class NestedTextEncoder:
     """What a config with the fields ``text: TextEncoderConfig | None``, ``bert: dict | None``
     and ``dropout: float | None`` (its head's) gets: which encoder it names, their checks, and
-    its flat form (:mod:`qkv.models.config_values`)."""
+    its flat form (:mod:`qkv.config_values`)."""
 
     if TYPE_CHECKING:  # the config's own fields (annotated here, they would be the mixin's)
         text: TextEncoderConfig | None

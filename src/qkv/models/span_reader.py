@@ -36,9 +36,9 @@ from torch import Tensor, nn
 from qkv.attention.core import attend
 from qkv.attention.pointer import best_span, masked_log_softmax
 from qkv.attention.scores import Dot, General
-from qkv.models.config_values import check_fractions, check_positive_ints
+from qkv.config_values import check_fractions, check_positive_ints
+from qkv.layers.packed_rnn import BiRNN, check_prefix_keep, check_word_ids
 from qkv.models.outputs import SpanOutput
-from qkv.models.packed_rnn import BiRNN, check_prefix_keep, check_word_ids
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
 from qkv.models.sizes import check_parameters, recurrent_layers

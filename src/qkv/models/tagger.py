@@ -20,7 +20,8 @@ included; the task decides which positions count (the first piece of each word, 
 them into word-level scores and runs the loss and the decoding (softmax or :attr:`crf`) there.
 
 The casing feature (``casing_dim > 0``) concatenates an embedding of each token's word shape
-(:mod:`qkv.data.word_shape`: lower, Title, UPPER, ...) to the encoder's output, so it reaches the
+(:mod:`qkv.data.labelled.word_shape`: lower, Title, UPPER, ...) to the encoder's output, so it
+reaches the
 output layer (and the CRF) whatever the encoder: an uncased pretrained encoder keeps its own
 inputs and still sees case at the head.
 
@@ -35,9 +36,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from qkv.config_values import check_casing, check_positive_ints
 from qkv.layers.crf import LinearChainCRF
 from qkv.layers.text_encoder import TextEncoderConfig
-from qkv.models.config_values import check_casing, check_positive_ints
 from qkv.models.outputs import TaggerOutput
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets
@@ -63,12 +64,12 @@ class SequenceTaggerConfig(
             dropout, ...); ``None`` beside ``bert``.
         num_tags: ``K``.
         bert: a BERT-family encoder instead of ``text``: its
-            :class:`~qkv.models.bert.BertConfig` fields (a pretrained one, fine-tuned by the
+            :class:`~qkv.models.bert.model.BertConfig` fields (a pretrained one, fine-tuned by the
             task).
         dropout: before the output layer; ``None``: the text encoder's (0.1 beside BERT).
         crf: score tag sequences with a linear-chain CRF over the logits (:attr:`crf`).
         casing_dim: width ``C`` of the casing embedding (0: none); num_shapes: the word shapes
-            it embeds (the task sets it, from :data:`qkv.data.word_shape.SHAPES`).
+            it embeds (the task sets it, from :data:`qkv.data.labelled.word_shape.SHAPES`).
     """
 
     text: TextEncoderConfig | None

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from qkv.config_values import check_fractions, check_positive_ints
 from qkv.layers.transformer import TransformerEncoder
-from qkv.models.config_values import check_fractions, check_positive_ints
 from qkv.models.outputs import ViTOutput
 from qkv.models.presets import PRESETS as TABLE
 from qkv.models.presets import Presets

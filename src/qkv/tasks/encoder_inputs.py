@@ -31,7 +31,7 @@ from torch import Tensor
 
 from qkv.attention.masks import padding_mask
 from qkv.data.errors import DataError
-from qkv.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.tasks.input_checks import leading_words, warn_long, warn_unknown
 
 _WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*|[^\w\s]")

@@ -24,7 +24,7 @@ from typing import Any
 
 from torch import nn
 
-from qkv.data.tokenizer import SubwordTokenizer, check_vocab_size
+from qkv.data.tokens.subword import SubwordTokenizer, check_vocab_size
 from qkv.io import atomic_write_json
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model, config_to_dict
@@ -125,7 +125,7 @@ def pretrained_folder(config: RunConfig, data: Any = None) -> Path | None:
         raise ValueError(
             f"model.pretrained={name!r} reads its own vocabulary: set data.tokenizer: pretrained"
         )
-    from qkv.tasks.embedding import model_folder
+    from qkv.pipelines.embedding import model_folder
 
     return model_folder(str(name))
 

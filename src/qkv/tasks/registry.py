@@ -1,6 +1,6 @@
 """The task registry: one row per task, naming the module that defines it.
 
-Each module holds a ``TASK`` :class:`~qkv.tasks.protocol.TaskSpec` (its configuration sections,
+Each module holds a ``TASK`` :class:`~qkv.tasks.spec.TaskSpec` (its configuration sections,
 model families, training function, runner and the options it takes). Modules are imported on
 first use, so a command pays only for the task it runs. ``qkv train``, ``evaluate``,
 ``plot-attention``, ``serve`` and ``explore`` ask this registry and nothing else; adding a task
@@ -13,20 +13,20 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from qkv.tasks.protocol import TaskSpec
+from qkv.tasks.spec import TaskSpec
 
 # The task of a run configuration's `task:` key, and the module that defines it.
 TASKS: dict[str, str] = {
-    "translation": "qkv.tasks.translation",
-    "language_model": "qkv.tasks.language_model",
-    "classification": "qkv.tasks.classification",
-    "tagging": "qkv.tasks.tagging",
-    "ner": "qkv.tasks.ner",
-    "reading": "qkv.tasks.reading",
-    "image_classification": "qkv.tasks.image_classification",
-    "captioning": "qkv.tasks.captioning",
-    "summarisation": "qkv.tasks.summarisation",
-    "dialogue": "qkv.tasks.dialogue",
+    "translation": "qkv.tasks.translation.task",
+    "language_model": "qkv.tasks.language_model.task",
+    "classification": "qkv.tasks.classification.task",
+    "tagging": "qkv.tasks.tagging.task",
+    "ner": "qkv.tasks.ner.task",
+    "reading": "qkv.tasks.reading.task",
+    "image_classification": "qkv.tasks.image_classification.task",
+    "captioning": "qkv.tasks.captioning.task",
+    "summarisation": "qkv.tasks.summarisation.task",
+    "dialogue": "qkv.tasks.dialogue.task",
 }
 
 
@@ -56,6 +56,6 @@ def model_task(model_dir: str | Path) -> TaskSpec:
 
 
 def load_runner(model_dir: str | Path) -> tuple[TaskSpec, Any]:
-    """The task of ``model_dir`` and the model loaded as its :class:`~qkv.tasks.protocol.Runner`."""
+    """The task of ``model_dir`` and the model loaded as its :class:`~qkv.tasks.spec.Runner`."""
     spec = model_task(model_dir)
     return spec, spec.load(model_dir)

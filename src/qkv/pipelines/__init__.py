@@ -1,0 +1,2 @@
+"""Pretrained pipelines that are not tasks (nothing is trained): sentence embeddings from a
+pretrained encoder."""

@@ -1,0 +1,1 @@
+"""The captioning task: its spec (``task.py``), training, runner and inputs."""

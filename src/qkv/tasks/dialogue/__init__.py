@@ -1,0 +1,1 @@
+"""The dialogue task: its spec (``task.py``), training, runner and inputs."""

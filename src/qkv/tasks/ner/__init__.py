@@ -1,0 +1,1 @@
+"""The ner task: its spec (``task.py``), training, runner and inputs."""

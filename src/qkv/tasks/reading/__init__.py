@@ -1,0 +1,1 @@
+"""The reading task: its spec (``task.py``), training, runner and inputs."""

@@ -1,0 +1,257 @@
+"""The shape every task has: a :class:`TaskSpec` record, the :class:`Runner` a trained model
+directory loads into, and the typed values a runner returns (a :class:`Report` of its scores,
+:class:`Seen`: its output on one input with the attention :class:`TokenView` and
+:class:`ImageView` that ``qkv plot-attention`` draws and the explorer sends).
+
+    spec = task("translation")                  # qkv.tasks.registry
+    trained = spec.train(config, progress=True)  # claims out_dir, trains, keeps the best weights
+    runner = spec.load("runs/demo")              # a Runner
+    report = runner.report("test", limit=None, options=EvaluateOptions(beam=4))
+    report.lines                                 # what `qkv evaluate` shows, one per line
+    seen = runner.views("Au commencement ...", ViewOptions())
+    seen.views[0]                                # TokenView("cross", ...): (H, T, S) per layer
+
+Nothing here knows a task by name: the CLI and the explorer ask a runner and its spec's
+``evaluate_options`` / ``view_options`` (what flags it takes) and ``input`` (text or image).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from torch import Tensor
+
+from qkv.training.config import TASK_SETTINGS
+
+# The options of `qkv evaluate` and `qkv plot-attention` that only some tasks take (every task
+# takes --split, --limit and --no-save; every task draws its first view).
+EVALUATE_OPTIONS = ("beam", "examples", "batch_size")
+VIEW_OPTIONS = ("beam", "layer", "pooling", "heads")
+
+
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What ``qkv evaluate`` may ask of a runner beyond the split and the limit (``None``: the
+    model's own setting)."""
+
+    beam: int | None = None
+    batch_size: int | None = None
+    examples: int | None = None
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """What a view of one input may ask for: a translation's ``beam``; a classifier's
+    ``pooling`` weights first instead of its self-attention; how many tokens a language model
+    generates (``new_tokens``); the input's ``name`` (an image file's)."""
+
+    beam: int | None = None
+    pooling: bool = False
+    new_tokens: int = 0
+    name: str = "image"
+
+
+@dataclass(frozen=True)
+class Report:
+    """A model's scores on one split.
+
+    Attributes:
+        split: the split scored; complete: False when only the first ``--limit`` were scored
+            (such scores are not the split's and are not recorded).
+        lines: what ``qkv evaluate`` prints, one line per item.
+        record: what ``results.json`` keeps under the split (JSON values only).
+    """
+
+    split: str
+    lines: list[str]
+    record: dict[str, Any]
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """Token-to-token attention: one ``(H, Tq, Tk)`` tensor per layer; ``self_attention`` when
+    queries and keys are one sequence; ``axes``: the plot's (keys, queries) axis names
+    (default: key and query for self-attention, source and target otherwise)."""
+
+    id: str
+    title: str
+    queries: list[str]
+    keys: list[str]
+    layers: list[Tensor]
+    self_attention: bool
+    axes: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        for index, weights in enumerate(self.layers):
+            if weights.dim() != 3 or tuple(weights.shape[1:]) != (
+                len(self.queries),
+                len(self.keys),
+            ):
+                raise ValueError(
+                    f"layer {index} of {self.id!r} has shape {tuple(weights.shape)}, expected "
+                    f"(H, {len(self.queries)}, {len(self.keys)})"
+                )
+
+    @property
+    def axis_labels(self) -> tuple[str, str]:
+        if self.axes is not None:
+            return self.axes
+        return ("key", "query") if self.self_attention else ("source", "target")
+
+
+def encoder_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
+    """An encoder's self-attention over ``tokens`` as one view (none for an encoder without
+    attention layers, such as a BiLSTM without its self-attention layer)."""
+    if not layers:
+        return []
+    return [
+        TokenView(
+            "encoder", "encoder self-attention", tokens, tokens, layers, True, ("key", "query")
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class MapGroup:
+    """Named ``(label, (gh, gw) grid)`` maps over one image."""
+
+    name: str
+    maps: list[tuple[str, Tensor]]
+
+
+@dataclass(frozen=True)
+class ImageView:
+    """Attention over an image ``uint8 (C, H, W)``: groups of maps that each cover the whole
+    image in equal cells. ``layered``: group 0 sums the model up (a ViT's rollout) and group
+    ``1 + l`` is layer ``l``, its head mean first and then each head."""
+
+    id: str
+    title: str
+    image: Tensor
+    groups: list[MapGroup]
+    layered: bool = False
+
+    @property
+    def layers(self) -> int:
+        return len(self.groups) - 1 if self.layered else 0
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A model's output on one input and its attention.
+
+    Attributes:
+        output: JSON-ready values; ``output["summary"]`` is the one line the CLI prints.
+        views: the attention, the one a plot draws first.
+        subject: what the views' tokens are of, in messages ("the translation").
+    """
+
+    output: dict[str, Any]
+    views: list[TokenView | ImageView]
+    subject: str = "the text"
+
+    @property
+    def summary(self) -> str:
+        return str(self.output["summary"])
+
+
+class Runner(Protocol):
+    """A trained model directory, loaded: what ``qkv evaluate``, ``qkv plot-attention`` and the
+    explorer call. Text runners also count tokens (``token_count(text)``) so that limits are
+    checked before a model runs; image runners decode uploads (``decode_upload``)."""
+
+    def report(
+        self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
+    ) -> Report: ...
+
+    def views(self, item: Any, options: ViewOptions | None = None) -> Seen: ...
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: its name in ``task:``, a label for people, the input it takes, its
+    configuration sections and model families, how to train and how to load a trained model.
+
+    Attributes:
+        sections: the config class of each of ``data``, ``train`` and ``decode``.
+        model_keys: ``model:`` keys the task itself reads (``preset``, ``pretrained``) or fills
+            in from the data (vocabulary sizes, label counts), beyond the family's own.
+        evaluate_options / view_options: which of :data:`EVALUATE_OPTIONS` and
+            :data:`VIEW_OPTIONS` it takes; the CLI refuses the others, naming the task.
+        splits: the splits ``evaluate`` scores.
+        generates: a runner that writes new tokens after its input (``max_new_tokens``).
+        train_settings: which of the ``train:`` settings that belong to the task
+            (:data:`~qkv.training.config.TASK_SETTINGS`: ``batch_tokens``, ``label_smoothing``)
+            it reads; a configuration that sets another one is refused, naming the task.
+        moved_model_keys: ``model:`` keys that now live in another section (an objective
+            weight moved to ``train:``), each with its new ``section.key``: a saved run's
+            ``config.json`` is read with the value moved; a YAML file that sets the old key is
+            refused, naming the new place.
+        export_ctranslate2: ``export(model_dir, out_dir, *, quantization, overwrite)``, which
+            writes a trained model directory as a CTranslate2 model (``qkv export``); ``None``:
+            the task's models cannot be exported.
+        precisions: whether ``load`` takes ``precision=`` (``"float32"``, ``"bfloat16"``,
+            ``"int8"``; :mod:`qkv.layers.packed_linear`): the weights its decoding reads
+            (``qkv serve --precision``).
+    """
+
+    name: str
+    label: str
+    input: Literal["text", "image"]
+    families: tuple[str, ...]
+    sections: Mapping[str, type]
+    train: Callable[..., Any]
+    load: Callable[[str | Path], Any]
+    model_keys: frozenset[str] = frozenset()
+    evaluate_options: frozenset[str] = frozenset()
+    view_options: frozenset[str] = frozenset()
+    splits: tuple[str, ...] = ("train", "valid", "test")
+    generates: bool = False
+    train_settings: frozenset[str] = frozenset(TASK_SETTINGS)
+    moved_model_keys: Mapping[str, str] = field(default_factory=dict)
+    export_ctranslate2: Callable[..., Any] | None = None
+    precisions: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.train_settings <= set(TASK_SETTINGS):
+            raise ValueError(
+                f"task {self.name}: unknown train setting(s) "
+                f"{sorted(self.train_settings - set(TASK_SETTINGS))}"
+            )
+        odd = (self.evaluate_options - set(EVALUATE_OPTIONS)) | (
+            self.view_options - set(VIEW_OPTIONS)
+        )
+        if odd:
+            raise ValueError(f"task {self.name}: unknown option(s) {sorted(odd)}")
+
+    @property
+    def plural(self) -> str:
+        return f"{self.label}s"
+
+    def check_options(self, command: str, given: Sequence[str], kind: str) -> None:
+        """Refuse the options in ``given`` that this task does not take, naming the task:
+        ``kind`` is ``"evaluate"`` or ``"view"`` (:data:`EVALUATE_OPTIONS`,
+        :data:`VIEW_OPTIONS`); ``command`` names the command in the message."""
+        every, taken = (
+            (EVALUATE_OPTIONS, self.evaluate_options)
+            if kind == "evaluate"
+            else (VIEW_OPTIONS, self.view_options)
+        )
+        refused = [name for name in given if name not in taken]
+        if refused:
+            others = [name for name in every if name not in taken]
+            verb = "is" if len(others) == 1 else "are"
+            raise ValueError(
+                f"{command} {_flags(refused)}: {_flags(others)} {verb} not for {self.plural}"
+            )
+
+
+def _flags(names: Sequence[str]) -> str:
+    """``--beam, --layer and --heads``."""
+    flags = [f"--{name.replace('_', '-')}" for name in names]
+    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"

@@ -1,0 +1,1 @@
+"""The summarisation task: its spec (``task.py``), training, runner and inputs."""

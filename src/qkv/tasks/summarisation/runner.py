@@ -1,0 +1,397 @@
+"""Text in, text out, for the two tasks of :mod:`qkv.tasks.summarisation.task`: a
+:class:`Summariser`
+writes a summary of a text, a :class:`Replier` the next turn of a dialogue; both decode with
+beam search (n-gram block and minimum length from the ``decode:`` section), show what they read
+and, for a pointer-generator, which output words were copied and ``p_gen`` at every word.
+
+Scores (:meth:`TextToText.evaluate`) are the field's: ROUGE-1/2/L/Lsum F1 (``rouge-score``),
+sacrebleu's BLEU, the share of repeated trigrams in the outputs (See et al. 2017) beside the
+references' own, distinct-1/2 (Li et al. 2016), the perplexity of the references under the model
+(teacher forced; a pointer-generator's over its extended vocabulary), the mean output length and
+the shares of copied and ``<unk>`` output words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from qkv.data import load_corpus
+from qkv.data.pairs.summary_words import SummaryVocab, summary_text, summary_tokens
+from qkv.data.tokens.special import BOS_ID, UNK_ID, UNK_TOKEN
+from qkv.decoding import beam_search, greedy_search
+from qkv.evaluation.bleu import corpus_scores
+from qkv.evaluation.summaries import distinct_n, repeated_ngram_share, rouge_scores
+from qkv.models.registry import build_config, build_model
+from qkv.tasks.input_checks import LengthLimits, check_lengths, one_text, text_list, warn_unknown
+from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
+from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.summarisation.inputs import (
+    SummaryDataConfig,
+    SummaryDecodeConfig,
+    TextExample,
+    collate_examples,
+    encode_example,
+    text_loss,
+)
+from qkv.training.checkpoint import load_weights
+
+__all__ = ["VOCAB_FILE", "Replier", "Response", "Summariser", "TextReport", "TextToText"]
+
+VOCAB_FILE = "vocab.json"
+
+
+@dataclass(frozen=True)
+class Response:
+    """One output.
+
+    Attributes:
+        source: the input text; source_tokens: the words read, ``</s>`` included.
+        text: the output, its ``tokens`` joined by spaces.
+        copied: per output token, whether it is an out-of-vocabulary word of the source that
+            the model copied (it cannot generate it).
+        log_prob: the model's log-probability of the output, ``</s>`` included.
+        attention: ``(T + 1, S)`` the attention of each output step over the source (the copy
+            attention of a pointer-generator); ``None`` for a model without attention.
+    """
+
+    source: str
+    source_tokens: list[str]
+    text: str
+    tokens: list[str]
+    copied: list[bool]
+    log_prob: float
+    attention: Tensor | None
+
+
+class TextToText:
+    """A trained model with its vocabulary and decoding settings (the base of both runners)."""
+
+    task: ClassVar[str] = ""
+    noun: ClassVar[str] = "output"
+
+    def __init__(
+        self,
+        model: nn.Module,
+        vocab: SummaryVocab,
+        decode: SummaryDecodeConfig,
+        *,
+        data: SummaryDataConfig | None = None,
+    ) -> None:
+        self.model, self.vocab, self.decode, self.data = model, vocab, decode, data
+        self.copying = bool(getattr(model.config, "copy", False))
+        self.limits = None if data is None else LengthLimits.without_table(data.max_source_len + 1)
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> TextToText:
+        """Load a directory written by :func:`~qkv.tasks.summarisation.task.train_text_to_text`."""
+        model_dir = Path(model_dir)
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"no model directory {model_dir}")
+        run = load_model_run_config(model_dir)
+        if run.task != cls.task:
+            raise ValueError(f"{model_dir} holds a {run.task} model, not a {cls.task} model")
+        model_config = build_config(run.family, run.model)
+        model = build_model(run.family, model_config)
+        load_weights(model, model_dir / WEIGHTS_FILE)
+        vocab = SummaryVocab.load(model_dir / VOCAB_FILE)
+        if len(vocab) != model_config.tgt_vocab_size:
+            raise ValueError(
+                f"{model_dir / VOCAB_FILE} holds {len(vocab)} words but the model was built "
+                f"for {model_config.tgt_vocab_size}"
+            )
+        decode = run.section("decode", SummaryDecodeConfig)
+        return cls(model.eval(), vocab, decode, data=run.section("data", SummaryDataConfig))
+
+    # -- reading and decoding -------------------------------------------------------------------
+
+    def token_count(self, text: str) -> int:
+        """The tokens the encoder reads for ``text``, ``</s>`` included."""
+        return len(summary_tokens(one_text(text))) + 1
+
+    def _examples(self, texts: list[str], *, single: bool) -> list[TextExample]:
+        examples = [encode_example(text, "", self.vocab) for text in texts]
+        if self.limits is not None:
+            check_lengths(
+                [len(e.src) for e in examples], texts, self.limits,
+                advice=f"cut it into parts and {self.task} each",
+                consequence=f"the {self.noun} may miss what comes late in them", single=single,
+                stacklevel=4,
+            )  # fmt: skip
+        warn_unknown(
+            [e.src[:-1] for e in examples], texts, UNK_ID,
+            consequence="the model cannot read them", single=single, stacklevel=4,
+        )  # fmt: skip
+        return examples
+
+    def respond(
+        self,
+        texts: Sequence[str],
+        *,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> list[Response]:
+        """The model's output for each of ``texts`` (a list of str), decoded in batches of
+        similar length with the ``decode:`` settings (``beam_size``/``batch_size`` override)."""
+        texts = text_list(texts)
+        examples = self._examples(texts, single=False)
+        return self._respond(texts, examples, beam_size, batch_size, progress)
+
+    def _respond(self, texts, examples, beam_size, batch_size, progress) -> list[Response]:
+        beam = self.decode.beam_size if beam_size is None else beam_size
+        size = self.decode.batch_size if batch_size is None else batch_size
+        if beam < 1 or size < 1:
+            raise ValueError(f"beam_size and batch_size must be >= 1, got {beam} and {size}")
+        order = sorted(range(len(texts)), key=lambda i: len(examples[i].src))
+        results: dict[int, Response] = {}
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(texts), desc=self.task, unit="text", dynamic_ncols=True)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(order), size):
+                rows = order[start : start + size]
+                hyps = self._decode([examples[i] for i in rows], beam)
+                for i, hyp in zip(rows, hyps, strict=True):
+                    results[i] = self._response(texts[i], examples[i], hyp)
+                if bar is not None:
+                    bar.update(len(rows))
+        finally:
+            self.model.train(was_training)
+            if bar is not None:
+                bar.close()
+        return [results[i] for i in range(len(texts))]
+
+    def _decode(self, examples: list[TextExample], beam: int) -> list[Any]:
+        batch = collate_examples(examples).to(_device(self.model))
+        inputs = (batch.src, batch.src_lengths) + ((batch.src_ext,) if self.copying else ())
+        d = self.decode
+        common = dict(max_len=d.max_len, min_len=d.min_len, no_repeat_ngram=d.no_repeat_ngram)
+        with torch.inference_mode():
+            if beam == 1:
+                return greedy_search(self.model, *inputs, **common)
+            found = beam_search(self.model, *inputs, beam_size=beam,
+                                length_penalty=d.length_penalty, **common)  # fmt: skip
+        return [hyps[0] for hyps in found]
+
+    def _response(self, text: str, example: TextExample, hyp: Any) -> Response:
+        ids = list(hyp.tokens)
+        tokens = self.vocab.tokens(ids, example.oovs)
+        return Response(
+            source=text,
+            source_tokens=self.vocab.tokens(example.ext, example.oovs),
+            text=summary_text(tokens),
+            tokens=tokens,
+            copied=[i >= len(self.vocab) for i in ids],
+            log_prob=float(hyp.log_prob),
+            attention=hyp.attention,
+        )
+
+    def details(
+        self, text: str, *, beam_size: int | None = None
+    ) -> tuple[Response, dict[str, list[Tensor]], Tensor | None]:
+        """:meth:`respond` for one text, then the model run on its own output (teacher
+        forcing): every attention by kind (``(H, Tq, Tk)`` per layer) with the copy attention
+        as ``"copy"`` ``[(1, T + 1, S)]``, and ``p_gen`` ``(T + 1,)`` (``None`` unless the model
+        copies)."""
+        text = one_text(text, several="respond(texts)")
+        (example,) = self._examples([text], single=True)
+        (response,) = self._respond([text], [example], beam_size, 1, False)
+        batch = collate_examples([example]).to(_device(self.model))
+        ids = self.vocab.target_ids(response.tokens, example.oovs)
+        tgt_in = torch.tensor([[BOS_ID, *ids]], device=batch.src.device)
+        extra = {"src_ext": batch.src_ext} if self.copying else {}
+        with torch.inference_mode():
+            out = self.model.eval()(batch.src, batch.src_lengths, tgt_in, need_weights=True,
+                                    **extra)  # fmt: skip
+        maps = {kind: [layer[0] for layer in layers] for kind, layers in out.attentions.items()
+                if layers}  # fmt: skip
+        p_gen = None
+        if out.copy is not None:
+            maps["copy"] = [out.copy.weights[0][None]]  # (1, T + 1, S)
+            p_gen = out.copy.p_gen[0]  # (T + 1,)
+        return response, maps, p_gen
+
+    def views(self, item: str, options: ViewOptions | None = None) -> Seen:
+        """The output for ``item`` and its attention: the copy attention first (its rows
+        labelled with ``p_gen``, copied words marked), then the decoder's cross-attention and,
+        for a Transformer, the encoder's and decoder's self-attention."""
+        beam = (options or ViewOptions()).beam
+        response, maps, p_gen = self.details(item, beam_size=beam)
+        written = [*response.tokens, "</s>"]
+        rows = list(written)
+        if p_gen is not None:
+            marks = [*response.copied, False]
+            rows = [f"{w}{' [copied]' if c else ''} (p_gen {float(p):.2f})"
+                    for w, c, p in zip(written, marks, p_gen, strict=True)]  # fmt: skip
+        read = ["<s>", *response.tokens]
+        titles = (("copy", "copy attention (rows: p_gen)", rows, response.source_tokens, False),
+                  ("cross", "cross-attention", rows, response.source_tokens, False),
+                  ("encoder", "encoder self-attention", response.source_tokens,
+                   response.source_tokens, True),
+                  ("decoder", "decoder self-attention", written, read, True))  # fmt: skip
+        views = [TokenView(kind, title, q, k, maps[kind], self_attention=own)
+                 for kind, title, q, k, own in titles if kind in maps]  # fmt: skip
+        output = {
+            "summary": response.text,
+            "text": response.text,
+            "tokens": response.tokens,
+            "copied": response.copied,
+            "p_gen": None if p_gen is None else [round(float(p), 4) for p in p_gen],
+        }
+        return Seen(output, views, subject=f"the {self.noun}")
+
+    # -- scores ---------------------------------------------------------------------------------
+
+    def perplexity(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> float:
+        """``exp`` of the mean negative log-likelihood per reference token (``</s>``
+        included), teacher forced; sources are read whole."""
+        loss_fn = text_loss(self.copying, 0.0)
+        total, tokens = 0.0, 0
+        examples = [encode_example(s, t, self.vocab) for s, t in pairs]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(examples), batch_size):
+                    batch = collate_examples(examples[start : start + batch_size])
+                    loss, count = loss_fn(self.model, batch.to(_device(self.model)))
+                    total, tokens = total + float(loss), tokens + int(count)
+        finally:
+            self.model.train(was_training)
+        return math.exp(total / max(tokens, 1))
+
+    def evaluate(
+        self,
+        split: str = "test",
+        *,
+        limit: int | None = None,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> TextReport:
+        """Every score of the module docstring on ``split`` of the model's corpus (its first
+        ``limit`` pairs when given)."""
+        if self.data is None:
+            raise ValueError(f"this {self.task} model was not loaded from a directory: no corpus")
+        check_split(split)
+        pairs = load_corpus(self.data.corpus, **self.data.options).split(split)[:limit]
+        if not pairs:
+            raise ValueError(f"the {split} split of {self.data.corpus} is empty")
+        responses = self.respond([s for s, _ in pairs], beam_size=beam_size,
+                                 batch_size=batch_size, progress=progress)  # fmt: skip
+        return score_outputs(
+            split, pairs, responses,
+            beam=self.decode.beam_size if beam_size is None else beam_size,
+            perplexity=self.perplexity(pairs), noun=self.noun,
+        )  # fmt: skip
+
+    def report(
+        self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
+    ) -> Report:
+        options = options or EvaluateOptions()
+        report = self.evaluate(
+            split, limit=limit, beam_size=options.beam, batch_size=options.batch_size,
+            progress=options.progress,
+        )  # fmt: skip
+        examples = 3 if options.examples is None else options.examples
+        return Report(split, report.lines(examples), report.record(), complete=limit is None)
+
+
+class Summariser(TextToText):
+    """Summaries of texts (or of code): ``qkv summarize``."""
+
+    task = "summarisation"
+    noun = "summary"
+
+    def summarize(self, texts: Sequence[str], **options: Any) -> list[Response]:
+        return self.respond(texts, **options)
+
+
+class Replier(TextToText):
+    """The next turn of a dialogue (the previous turns joined by ``<turn>``): ``qkv reply``."""
+
+    task = "dialogue"
+    noun = "reply"
+
+    def reply(self, contexts: Sequence[str], **options: Any) -> list[Response]:
+        return self.respond(contexts, **options)
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@dataclass(frozen=True)
+class TextReport:
+    """Scores of one split (see the module docstring) and its examples."""
+
+    split: str
+    scores: dict[str, float]
+    examples: list[tuple[str, str, str]]  # (source, output, reference)
+    noun: str
+
+    def lines(self, examples: int = 3) -> list[str]:
+        s = self.scores
+        lines = [
+            f"{self.split}: {int(s['pairs']):,} pairs, beam {int(s['beam_size'])}",
+            f"ROUGE-1 {s['rouge1']:.2f}  ROUGE-2 {s['rouge2']:.2f}  ROUGE-L {s['rougeL']:.2f}  "
+            f"ROUGE-Lsum {s['rougeLsum']:.2f}  (F1, rouge-score, stemmed)",
+            f"BLEU {s['bleu']:.2f}  perplexity {s['perplexity']:.2f}",
+            f"repeated trigrams {s['repeated_trigrams']:.1%} (references "
+            f"{s['reference_repeated_trigrams']:.1%})  distinct-1 {s['distinct1']:.3f}  "
+            f"distinct-2 {s['distinct2']:.3f}",
+            f"mean length {s['mean_length']:.1f} words (references "
+            f"{s['reference_mean_length']:.1f})  copied {s['copied_share']:.1%}  "
+            f"{UNK_TOKEN} {s['unk_share']:.1%}",
+        ]
+        for source, output, reference in self.examples[:examples]:
+            shown = source if len(source) <= 300 else source[:300] + " ..."
+            lines.append(f"\n  source     {shown}\n  qkv        {output}\n  reference  {reference}")
+        return lines
+
+    def record(self) -> dict[str, Any]:
+        return dict(self.scores)
+
+
+def score_outputs(
+    split: str,
+    pairs: Sequence[tuple[str, str]],
+    responses: Sequence[Response],
+    *,
+    beam: int,
+    perplexity: float,
+    noun: str = "output",
+) -> TextReport:
+    """The :class:`TextReport` of ``responses`` to ``pairs``' sources against their targets."""
+    outputs = [r.tokens for r in responses]
+    references = [summary_tokens(t) for _, t in pairs]
+    hypotheses, refs = [r.text for r in responses], [summary_text(t) for t in references]
+    words = max(sum(len(o) for o in outputs), 1)
+    scores = {
+        **rouge_scores(hypotheses, refs),
+        "bleu": corpus_scores(hypotheses, refs).bleu,
+        "perplexity": perplexity,
+        "repeated_trigrams": repeated_ngram_share(outputs, 3),
+        "reference_repeated_trigrams": repeated_ngram_share(references, 3),
+        "distinct1": distinct_n(outputs, 1),
+        "distinct2": distinct_n(outputs, 2),
+        "mean_length": sum(len(o) for o in outputs) / len(outputs),
+        "reference_mean_length": sum(len(r) for r in references) / len(references),
+        "copied_share": sum(sum(r.copied) for r in responses) / words,
+        "unk_share": sum(o.count(UNK_TOKEN) for o in outputs) / words,
+        "pairs": float(len(pairs)),
+        "beam_size": float(beam),
+    }
+    examples = [(s, r.text, t) for (s, t), r in zip(pairs, responses, strict=True)]
+    return TextReport(split, scores, examples, noun)

@@ -1,0 +1,1 @@
+"""The tagging task: its spec (``task.py``), training, runner and inputs."""

@@ -1,0 +1,184 @@
+"""A tagger's data path: words to batches, the model's word scores, the loss and the decoding.
+
+Tags belong to words, the model reads subwords: each word's tag is scored at its first subword
+(as BERT taggers do). :func:`word_scores` gathers those positions into word-level scores
+``(B, W, K)``, and everything after it works on words: the softmax loss or the CRF's negative
+log-likelihood (:mod:`qkv.layers.crf`), and the decoding, which is constrained to valid BIO
+sequences when the tags are entity tags (:func:`qkv.layers.crf.bio_transitions`): a CRF's
+Viterbi path, or for a softmax output the most probable valid sequence of its per-word
+probabilities. Part-of-speech tags take the plain argmax (or the CRF's unconstrained path).
+Shared by the part-of-speech task (:mod:`qkv.tasks.tagging.task`) and the entity task
+(:mod:`qkv.tasks.ner.task`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from qkv.data.labelled.word_shape import word_shape
+from qkv.data.pairs.batching import plan_by_cost
+from qkv.layers.crf import TransitionRules, constrained_decode
+from qkv.tasks.encoder_inputs import TextInputs, collate
+
+__all__ = [
+    "TaggingBatch",
+    "TaggingExample",
+    "collate_tagging",
+    "decode_tags",
+    "encode_sentences",
+    "tagging_batches",
+    "tagging_loss",
+    "word_scores",
+]
+
+
+@dataclass(frozen=True)
+class TaggingExample:
+    """One window of a sentence: ``ids`` with specials, ``first`` subword position of each
+    word, the word's tag id (``None`` when tagging new text) and, for a model with the casing
+    feature, the word shape of every id (0 at the specials)."""
+
+    ids: list[int]
+    first: list[int]
+    tags: list[int] | None
+    shapes: list[int] | None = None
+
+
+def token_shapes(words: Sequence[str], first: Sequence[int], length: int) -> list[int]:
+    """The shape of each of ``length`` ids: its word's at every subword of the word, 0 at the
+    specials (the first id and the last)."""
+    shapes = [0] * length
+    ends = [*first[1:], length - 1]
+    for word, begin, end in zip(words, first, ends, strict=True):
+        shapes[begin:end] = [word_shape(word)] * (end - begin)
+    return shapes
+
+
+def encode_sentences(
+    inputs: TextInputs,
+    sentences: Sequence[Sequence[str]],
+    tags: Sequence[Sequence[int]] | None,
+    *,
+    casing: bool = False,
+) -> tuple[list[TaggingExample], list[tuple[int, int, int]]]:
+    """Windows of every sentence (with word shapes when ``casing``), and for each window
+    ``(sentence, start word, end word)``."""
+    examples, spans = [], []
+    for index, words in enumerate(sentences):
+        for start, end in inputs.word_windows(words):
+            ids, first = inputs.encode_words(words[start:end])
+            window_tags = None if tags is None else list(tags[index][start:end])
+            shapes = token_shapes(words[start:end], first, len(ids)) if casing else None
+            examples.append(TaggingExample(ids, first, window_tags, shapes))
+            spans.append((index, start, end))
+    return examples, spans
+
+
+@dataclass(frozen=True)
+class TaggingBatch:
+    """Padded windows.
+
+    Attributes:
+        ids: ``(B, T)``; keep: ``(B, T)`` True at real ids.
+        first: ``(B, W)`` the position of each word's first subword (0 at padding);
+            words: ``(B, W)`` True at real words.
+        tags: ``(B, W)`` gold tag ids (0 at padding), ``None`` when tagging new text.
+        shapes: ``(B, T)`` word-shape ids, for a model with the casing feature.
+    """
+
+    ids: Tensor
+    keep: Tensor
+    first: Tensor
+    words: Tensor
+    tags: Tensor | None = None
+    shapes: Tensor | None = None
+
+    def to(self, device: torch.device | str) -> TaggingBatch:
+        def move(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.to(device)
+
+        return TaggingBatch(
+            self.ids.to(device), self.keep.to(device), self.first.to(device),
+            self.words.to(device), move(self.tags), move(self.shapes),
+        )  # fmt: skip
+
+
+def collate_tagging(examples: Sequence[TaggingExample], pad_id: int) -> TaggingBatch:
+    """``examples`` right-padded into one :class:`TaggingBatch` (ids and word positions by
+    :func:`~qkv.tasks.encoder_inputs.collate`, the other rows padded with 0)."""
+    tokens = collate([ex.ids for ex in examples], pad_id)
+    words = collate([ex.first for ex in examples], 0)  # first (B, W), words (B, W)
+    tags = collate([ex.tags for ex in examples], 0).ids if examples[0].tags is not None else None
+    shapes = None
+    if examples[0].shapes is not None:
+        shapes = collate([ex.shapes for ex in examples], 0).ids  # (B, T)
+    return TaggingBatch(tokens.ids, tokens.keep, words.ids, words.keep, tags, shapes)
+
+
+def tagging_batches(
+    examples: Sequence[TaggingExample],
+    pad_id: int,
+    *,
+    max_tokens: int,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    start: int = 0,
+) -> Iterator[tuple[list[int], TaggingBatch]]:
+    """Length-grouped batches (indices into ``examples`` and the batch)."""
+    plan = plan_by_cost(
+        np.array([len(ex.ids) for ex in examples]),
+        max_tokens=max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+    )
+    for indices in plan[start:]:
+        yield indices, collate_tagging([examples[i] for i in indices], pad_id)
+
+
+def word_scores(model: nn.Module, batch: TaggingBatch) -> Tensor:
+    """``(B, W, K)``: the model's tag scores at each word's first subword."""
+    logits = model(batch.ids, keep=batch.keep, shapes=batch.shapes).logits  # (B, T, K)
+    index = batch.first.unsqueeze(-1).expand(-1, -1, logits.size(-1))  # (B, W, K)
+    return logits.gather(1, index)
+
+
+def tagging_loss(label_smoothing: float = 0.0):
+    """``(model, batch) -> (summed loss, tagged words)``: the summed cross-entropy of the
+    words' tags, or with a CRF the summed negative log-likelihood of the sentences' tag
+    sequences (label smoothing applies to the softmax only)."""
+
+    def loss_fn(model: nn.Module, batch: TaggingBatch) -> tuple[Tensor, Tensor]:
+        assert batch.tags is not None, "a training batch carries its tags"
+        scores = word_scores(model, batch).float()  # (B, W, K)
+        if model.crf is not None:
+            loss = model.crf.nll(scores, batch.tags, batch.words).sum()
+        else:
+            loss = F.cross_entropy(
+                scores[batch.words], batch.tags[batch.words],
+                reduction="sum", label_smoothing=label_smoothing,
+            )  # fmt: skip
+        return loss, batch.words.sum()
+
+    return loss_fn
+
+
+def decode_tags(
+    model: nn.Module, scores: Tensor, words: Tensor, rules: TransitionRules | None
+) -> list[list[int]]:
+    """Each sentence's tag ids from its word scores ``(B, W, K)``: the CRF's Viterbi path, or
+    the softmax's most probable sequence; both restricted by ``rules`` (BIO) when given."""
+    scores = scores.float()
+    if model.crf is not None:
+        return model.crf.decode(scores, words, constrained=rules is not None, rules=rules)
+    if rules is not None:
+        return constrained_decode(scores.log_softmax(-1), words, rules)
+    best = scores.argmax(-1)  # (B, W)
+    return [best[row, : int(n)].tolist() for row, n in enumerate(words.sum(-1))]

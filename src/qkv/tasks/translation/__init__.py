@@ -1,0 +1,1 @@
+"""The translation task: its spec (``task.py``), training, runner and inputs."""

@@ -1,0 +1,463 @@
+"""A trained translation model as a runner: text in, translations and attention out; its
+scores on a split of its corpus (:meth:`Translator.evaluate`, :meth:`Translator.report`) and the
+views of one translation's attention (:meth:`Translator.views`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from qkv.data import SubwordTokenizer, load_corpus
+from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from qkv.data.tokens.subword import check_vocab_size
+from qkv.decoding import beam_search, greedy_search
+from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
+from qkv.layers.packed_linear import Precision, check_precision
+from qkv.models.registry import build_config, build_model
+from qkv.models.transformer.decode import LeanTranslationDecoder, decode_weights, has_lean_step
+from qkv.tasks.input_checks import (
+    LengthLimits,
+    check_lengths,
+    longest_token,
+    one_text,
+    refuse_absurd,
+    text_list,
+    warn_unknown,
+)
+from qkv.tasks.run_config import DataConfig, DecodeConfig
+from qkv.tasks.run_dir import (
+    SOURCE_TOKENIZER,
+    TARGET_TOKENIZER,
+    WEIGHTS_FILE,
+    check_split,
+    load_model_run_config,
+)
+from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.training.checkpoint import load_weights
+
+# The attentions of a translation model, in the order shown: (id, title, queries, keys) with
+# "source", "target" and "read" (what the decoder read at each step: <s>, then its outputs).
+VIEWS = (
+    ("cross", "cross-attention (target x source)", "target", "source"),
+    ("encoder", "encoder self-attention", "source", "source"),
+    ("decoder", "decoder self-attention (output step x tokens read)", "target", "read"),
+)
+
+
+@dataclass(frozen=True)
+class Translation:
+    source: str
+    text: str
+    source_pieces: list[str]  # the S source tokens the model saw (EOS included)
+    target_ids: list[int]  # the generated token ids (EOS excluded)
+    target_pieces: list[str]  # the generated tokens (EOS included)
+    # (len(target_pieces), S) when translate(attention=True) asked for it and the model has it
+    attention: Tensor | None
+
+
+SPLIT_ADVICE = "split it into sentences and translate those"
+
+
+def source_ids(
+    texts: list[str],
+    tokenizer: SubwordTokenizer,
+    limits: LengthLimits | None,
+    *,
+    longest: int,
+    single: bool = False,
+    stacklevel: int = 4,
+) -> list[list[int]]:
+    """The source ids of each text (no EOS), after the checks every translator makes: far too
+    long is an error before tokenizing (``longest``: the most characters one token holds),
+    over the trained length warns (``limits``; ``None``: no length checks), mostly unknown
+    tokens warn. ``stacklevel`` points the warnings at the caller's caller."""
+    if limits is not None:
+        refuse_absurd(texts, limits, chars_per_token=longest, advice=SPLIT_ADVICE, single=single)
+    ids = [tokenizer.encode(text) for text in texts]
+    if limits is not None:
+        check_lengths(
+            [len(row) for row in ids],
+            texts,
+            limits,
+            advice=SPLIT_ADVICE,
+            consequence="translations this long may stop short or go astray; split long "
+            "texts into sentences",
+            single=single,
+            stacklevel=stacklevel,
+        )
+    warn_unknown(
+        ids,
+        texts,
+        UNK_ID,
+        consequence="the model cannot read them, so their translations mean little",
+        single=single,
+        stacklevel=stacklevel,
+    )
+    return ids
+
+
+class Translator:
+    """A model with its tokenizers and decoding settings: text in, text and attention out.
+
+    ``limits`` are the source lengths in subword tokens (EOS not counted): a model from
+    :meth:`load` was trained on sentences of up to ``data.max_len`` tokens and, having no
+    position table, takes :data:`~qkv.tasks.input_checks.HARD_LIMIT_FACTOR` times that.
+    Longer sources warn; sources over the hard limit are a ``ValueError`` raised before any
+    decoding (before tokenizing, when their characters or words already show it). ``None``
+    (a model being trained): no length checks. Sources made mostly of ``<unk>`` warn.
+
+    A Transformer (without a copy head) decodes through its lean decode step
+    (:class:`~qkv.models.transformer.decode.LeanTranslationDecoder`) with its weights in
+    ``precision``: ``"float32"`` gives the module path's translations token for token;
+    ``"bfloat16"`` and ``"int8"`` (:mod:`qkv.layers.packed_linear`) are faster where the CPU has
+    the kernels and may translate a little differently. Other models (the RNNs, copying
+    Transformers) decode through their module path, in float32 only.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        source_tokenizer: SubwordTokenizer,
+        target_tokenizer: SubwordTokenizer,
+        decode: DecodeConfig,
+        *,
+        limits: LengthLimits | None = None,
+        data: DataConfig | None = None,
+        precision: Precision = "float32",
+    ) -> None:
+        self.model, self.source_tokenizer, self.target_tokenizer = (
+            model,
+            source_tokenizer,
+            target_tokenizer,
+        )
+        self.decode, self.limits, self.data = decode, limits, data
+        self.precision = check_precision(precision)
+        if precision != "float32" and not has_lean_step(model):
+            raise ValueError(
+                f"precision {precision} needs a Transformer without a copy head (its lean "
+                f"decode step); this {type(model).__name__} decodes in float32 only"
+            )
+
+    @classmethod
+    def load(cls, model_dir: str | Path, *, precision: Precision = "float32") -> Translator:
+        """Load a directory written by :func:`~qkv.tasks.translation.task.train_translation`, to
+        decode in ``precision``; errors name what is wrong."""
+        model_dir = Path(model_dir)
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"no model directory {model_dir}")
+        run = load_model_run_config(model_dir)
+        if run.task != "translation":
+            raise ValueError(f"{model_dir} holds a {run.task} model, not a translation model")
+        model_config = build_config(run.family, run.model)
+        data = run.section("data", DataConfig)
+        model = build_model(run.family, model_config)
+        load_weights(model, model_dir / WEIGHTS_FILE)
+        model.eval()
+        tokenizers = []
+        for name, size in ((SOURCE_TOKENIZER, model_config.src_vocab_size),
+                           (TARGET_TOKENIZER, model_config.tgt_vocab_size)):  # fmt: skip
+            tokenizers.append(SubwordTokenizer.load(model_dir / name))
+            check_vocab_size(model_dir / name, tokenizers[-1].vocab_size, size)
+        return cls(
+            model,
+            *tokenizers,
+            run.section("decode", DecodeConfig),
+            limits=LengthLimits.without_table(data.max_len),
+            data=data,
+            precision=precision,
+        )
+
+    @cached_property
+    def _longest_token(self) -> int:
+        return longest_token(self.source_tokenizer)
+
+    def _encode(self, texts: list[str], *, single: bool) -> list[list[int]]:
+        """Source ids of each text, EOS added, after the checks of :func:`source_ids`
+        (warnings point at the caller of the public method)."""
+        longest = 0 if self.limits is None else self._longest_token  # read only with limits
+        ids = source_ids(
+            texts, self.source_tokenizer, self.limits, longest=longest, single=single, stacklevel=5
+        )
+        return [[*row, EOS_ID] for row in ids]
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+        progress: bool = False,
+        attention: bool = False,
+    ) -> list[Translation]:
+        """Translate ``texts``, a list of str, in batches of similar length (greedy when
+        ``beam_size`` is 1). A bare str is a ``TypeError`` (it would be read as its characters);
+        lengths are checked as the class says.
+
+        ``batch_size`` overrides the model's ``decode.batch_size`` (sentences per batch);
+        ``progress`` shows a bar with sentences per second on stderr; ``attention`` fills each
+        :attr:`Translation.attention` with the search's cross-attention (``None`` otherwise).
+        """
+        texts = text_list(texts)
+        beam_size, batch_size = self._check_sizes(beam_size, batch_size)
+        encoded = self._encode(texts, single=False)
+        return self._translate(texts, encoded, beam_size, batch_size, progress, attention)
+
+    def _check_sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
+        return self.decode.sizes(beam_size, batch_size)
+
+    def _translate(
+        self,
+        texts: list[str],
+        encoded: list[list[int]],
+        beam_size: int,
+        batch_size: int,
+        progress: bool = False,
+        attention: bool = False,
+    ) -> list[Translation]:
+        was_training = self.model.training
+        self.model.eval()
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        results: dict[int, Translation] = {}
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(texts), desc="translate", unit="sent", dynamic_ncols=True)
+        try:
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                hyps = self._decode([encoded[i] for i in rows], beam_size, attention)
+                for i, hyp in zip(rows, hyps, strict=True):
+                    results[i] = self._translation(texts[i], encoded[i], hyp, attention)
+                if bar is not None:
+                    bar.update(len(rows))
+        finally:
+            self.model.train(was_training)
+            if bar is not None:
+                bar.close()
+        return [results[i] for i in range(len(texts))]
+
+    def cross_attention(
+        self, text: str, *, beam_size: int | None = None
+    ) -> tuple[Translation, list[Tensor]]:
+        """Translate ``text``, then run the model on its own output (teacher forcing) to get
+        every layer's cross-attention: one ``(H, T, S)`` tensor per layer (``H = 1`` for RNNs),
+        ``T`` counting the EOS. Empty for a model without attention.
+        """
+        translation, maps = self.attentions(text, beam_size=beam_size)
+        return translation, maps.get("cross", [])
+
+    def token_count(self, text: str) -> int:
+        """The source tokens the encoder reads for ``text``, end of sentence included."""
+        return len(self.source_tokenizer.encode(one_text(text))) + 1
+
+    def attentions(
+        self, text: str, *, beam_size: int | None = None
+    ) -> tuple[Translation, dict[str, list[Tensor]]]:
+        """Translate ``text``, then run the model on its own output (teacher forcing) and
+        return every attention it has, by kind, one ``(H, Tq, Tk)`` tensor per layer:
+        ``"cross"`` ``(H, T, S)`` (the only one of an RNN, ``H = 1``; none for the
+        fixed-context baseline), and for Transformers ``"encoder"`` ``(H, S, S)`` and
+        ``"decoder"`` ``(H, T, T)``. ``S`` counts the source EOS, ``T`` the target EOS: row
+        ``t`` is the step that produced ``translation.target_pieces[t]`` from the inputs
+        ``<s>``, ``target_pieces[:t]``. ``text`` is checked as :meth:`translate` checks
+        each of its texts."""
+        text = one_text(text, several="translate(texts)")
+        beam_size, _ = self._check_sizes(beam_size, None)
+        (source,) = self._encode([text], single=True)
+        (translation,) = self._translate([text], [source], beam_size, 1)
+        device = _device_of(self.model)
+        src = torch.tensor([source], device=device)
+        tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]], device=device)
+        lengths = torch.tensor([len(source)], device=device)
+        with torch.inference_mode():
+            out = self.model.eval()(src, lengths, tgt_in, need_weights=True)
+        maps = {
+            kind: [layer[0] for layer in layers]  # (H, Tq, Tk) per layer
+            for kind, layers in out.attentions.items()
+            if layers
+        }
+        return translation, maps
+
+    def evaluate(
+        self,
+        split: str = "test",
+        *,
+        limit: int | None = None,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> EvaluationReport:
+        """BLEU, chrF and BLEU by source length on ``split`` of the model's corpus (its first
+        ``limit`` pairs when given); a model not loaded from a directory has no corpus."""
+        if self.data is None:
+            raise ValueError("this translator was not loaded from a model directory: no corpus")
+        check_split(split)
+        pairs = getattr(load_corpus(self.data.corpus, **self.data.options), split)[:limit]
+        if not pairs:
+            raise ValueError(f"the {split} split of {self.data.corpus} is empty")
+        beam = self.decode.beam_size if beam_size is None else beam_size
+        translations = self.translate(
+            [s for s, _ in pairs], beam_size=beam, batch_size=batch_size, progress=progress
+        )
+        hyps = [t.text for t in translations]
+        sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        return EvaluationReport(
+            split,
+            corpus_scores(hyps, refs),
+            bleu_by_length(sources, hyps, refs),
+            list(zip(sources, hyps, refs, strict=True)),
+            beam,
+            sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs),
+        )
+
+    def report(
+        self, split: str, *, limit: int | None = None, options: EvaluateOptions | None = None
+    ) -> Report:
+        """:meth:`evaluate` as the CLI prints it (``options.examples`` translations shown, 5
+        by default) and ``results.json`` records it."""
+        options = options or EvaluateOptions()
+        report = self.evaluate(
+            split,
+            limit=limit,
+            beam_size=options.beam,
+            batch_size=options.batch_size,
+            progress=options.progress,
+        )
+        examples = 5 if options.examples is None else options.examples
+        return Report(split, report.lines(examples), report.record(), complete=limit is None)
+
+    def views(self, item: str, options: ViewOptions | None = None) -> Seen:
+        """Translate ``item`` (with ``options.beam``) and return its cross-attention, then
+        for Transformers the encoder's and the decoder's self-attention."""
+        beam = (options or ViewOptions()).beam
+        translation, maps = self.attentions(item, beam_size=beam)
+        source, target = translation.source_pieces, translation.target_pieces
+        tokens = {"source": source, "target": target, "read": ["<s>", *target[:-1]]}
+        views = [
+            TokenView(view_id, title, tokens[rows], tokens[cols], maps[view_id],
+                      self_attention=view_id != "cross")
+            for view_id, title, rows, cols in VIEWS
+            if view_id in maps
+        ]  # fmt: skip
+        output = {"summary": translation.text, "text": translation.text}
+        return Seen(output, views, subject="the translation")
+
+    def _decode(self, sources: list[list[int]], beam_size: int, attention: bool) -> list[Any]:
+        lengths = torch.tensor([len(s) for s in sources])
+        src = torch.full((len(sources), int(lengths.max())), PAD_ID, dtype=torch.long)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids)] = torch.tensor(ids)
+        device = _device_of(self.model)
+        src, lengths = src.to(device), lengths.to(device)
+        # Each sentence's own limit: its output never depends on the rest of its batch.
+        max_len = [self.decode.max_len(len(s)) for s in sources]
+        model: Any = self.model
+        if has_lean_step(self.model):
+            weights = decode_weights(self.model, self.precision)
+            model = LeanTranslationDecoder(
+                self.model,
+                precision=self.precision,
+                max_len=max(max_len),
+                need_attention=attention,
+                weights=weights,
+            )
+        with torch.inference_mode():
+            if beam_size == 1:
+                return greedy_search(model, src, lengths, max_len=max_len)
+            nbest = beam_search(
+                model,
+                src,
+                lengths,
+                beam_size=beam_size,
+                max_len=max_len,
+                length_penalty=self.decode.length_penalty,
+                patience=self.decode.patience,
+            )
+        return [hyps[0] for hyps in nbest]
+
+    def _translation(
+        self, text: str, source_ids: list[int], hyp: Any, attention: bool
+    ) -> Translation:
+        tokens = list(hyp.tokens)
+        return Translation(
+            source=text,
+            text=self.target_tokenizer.decode(tokens),
+            source_pieces=self.source_tokenizer.pieces(source_ids),
+            target_ids=tokens,
+            target_pieces=self.target_tokenizer.pieces([*tokens, EOS_ID]),
+            attention=(
+                hyp.attention[:, : len(source_ids)]
+                if attention and hyp.attention is not None
+                else None
+            ),
+        )
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    split: str
+    scores: CorpusScores
+    buckets: list[BucketScore]
+    examples: list[tuple[str, str, str]]  # (source, hypothesis, reference)
+    beam_size: int
+    exact_match: float  # fraction of hypotheses identical to their reference
+
+    def lines(self, examples: int = 5) -> list[str]:
+        """What ``qkv evaluate`` prints: the scores, then ``examples`` translations."""
+        s = self.scores
+        lines = [
+            f"{self.split}: {s.sentences} sentences, beam {self.beam_size}",
+            f"BLEU {s.bleu:.2f}  ({s.bleu_signature})",
+            f"chrF {s.chrf:.2f}  ({s.chrf_signature})",
+            f"exact match {self.exact_match:.1%}",
+            "BLEU by source length (words): "
+            + ", ".join(f"{b.label}: {b.bleu:.1f} (n={b.sentences})" for b in self.buckets),
+        ]
+        first = self.examples[:examples]
+        short = self.short_examples(examples, shown=first)
+        for title, group in (("the first sentences", first), ("short sentences", short)):
+            if group:
+                lines.append(f"\n{title} of {self.split}:")
+            for source, hypothesis, reference in group:
+                lines.append(
+                    f"  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}\n"
+                )
+        return lines
+
+    def short_examples(
+        self, count: int, *, shown: Sequence[tuple[str, str, str]] = (), min_words: int = 4
+    ) -> list[tuple[str, str, str]]:
+        """The ``count`` shortest sources of at least ``min_words`` words (in split order among
+        equals), each source once, leaving out those in ``shown``: where a short-trained model
+        is at its best, next to the long ones a split usually opens with."""
+        seen = {source for source, _, _ in shown}
+        candidates = []
+        for example in self.examples:  # each source once: "Yahweh spoke to Moses, saying," recurs
+            if len(example[0].split()) >= min_words and example[0] not in seen:
+                seen.add(example[0])
+                candidates.append(example)
+        return sorted(candidates, key=lambda e: len(e[0].split()))[:count]
+
+    def record(self) -> dict[str, Any]:
+        """What ``results.json`` keeps of this split."""
+        return {
+            "bleu": self.scores.bleu,
+            "chrf": self.scores.chrf,
+            "bleu_signature": self.scores.bleu_signature,
+            "chrf_signature": self.scores.chrf_signature,
+            "sentences": self.scores.sentences,
+            "exact_match": self.exact_match,
+            "beam_size": self.beam_size,
+            "bleu_by_source_length": {b.label: [b.sentences, b.bleu] for b in self.buckets},
+        }

@@ -1,0 +1,52 @@
+"""The text-to-text runner: decoding leaves a model's mode alone, copied words come back as the
+source's own words, and the scores of a handful of outputs by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from qkv.data.pairs.summary_words import SummaryVocab
+from qkv.data.tokens.special import SPECIAL_TOKENS
+from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
+from qkv.tasks.summarisation.inputs import SummaryDecodeConfig
+from qkv.tasks.summarisation.runner import Response, Summariser, score_outputs
+
+VOCAB = SummaryVocab([*SPECIAL_TOKENS, "the", "king", "went"])
+
+
+def test_respond_keeps_the_models_mode_and_reads_copied_ids_as_source_words():
+    torch.manual_seed(0)
+    config = Seq2SeqRNNConfig(7, 7, embed_dim=8, hidden_dim=8, dropout=0.5, copy=True)
+    model = Seq2SeqRNN(config).train()
+    runner = Summariser(model, VOCAB, SummaryDecodeConfig(beam_size=2, min_len=4, max_len=5))
+    first = runner.respond(["the Zork king Quab went"])
+    assert model.training  # restored
+    (again,) = runner.respond(["the Zork king Quab went"])
+    (response,) = first
+    assert (again.tokens, again.log_prob) == (response.tokens, response.log_prob)  # no dropout
+    assert len(response.tokens) >= 4
+    assert response.source_tokens == ["the", "zork", "king", "quab", "went", "</s>"]
+    for word, copied in zip(response.tokens, response.copied, strict=True):
+        assert copied == (word in ("zork", "quab"))
+        assert word in VOCAB.words or copied
+    with pytest.raises(TypeError):
+        runner.respond("a bare string")
+
+
+def test_scores_by_hand():
+    def response(words, copied):
+        return Response("s", [], " ".join(words), words, copied, 0.0, None)
+
+    outputs = [response(["a", "b", "c", "a", "b", "c"], [False] * 6),
+               response(["zork", "<unk>"], [True, False])]  # fmt: skip
+    pairs = [("s1", "a b c"), ("s2", "zork went")]
+    report = score_outputs("test", pairs, outputs, beam=2, perplexity=3.5)
+    s = report.scores
+    # Trigrams: (a b c) (b c a) (c a b) (a b c): one of four repeats; the second output has none.
+    assert s["repeated_trigrams"] == pytest.approx(1 / 4)
+    assert s["copied_share"] == pytest.approx(1 / 8) and s["unk_share"] == pytest.approx(1 / 8)
+    assert s["mean_length"] == 4.0 and s["reference_mean_length"] == 2.5
+    assert s["distinct1"] == pytest.approx(5 / 8)  # a b c zork <unk> among 8 words
+    assert s["perplexity"] == 3.5 and s["pairs"] == 2.0
+    assert 0 < s["rouge1"] < 100 and report.lines()[0] == "test: 2 pairs, beam 2"
