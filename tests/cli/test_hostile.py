@@ -308,6 +308,10 @@ def case(
 CASES = [
     # train: configurations missing, empty, binary, not UTF-8, and wrong in types and ranges
     case("train-missing", "train {missing}.yaml", "no configuration file {missing}.yaml"),
+    case("train-unknown-name", "train tiny/revers-transformer", "no configuration file or packaged "
+         "configuration named 'tiny/revers-transformer'; the closest: tiny/reverse-transformer"),
+    case("train-repository-path", "train configs/demo.yaml", "no configuration file "
+         "configs/demo.yaml (the packaged configuration of that name is `demo`)"),
     case("train-empty", "train {files}/empty.yaml", "model.family is required"),
     case("train-binary", "train {files}/binary.yaml", "{files}/binary.yaml:2: not valid UTF-8"),
     case("train-latin1", "train {files}/latin1.yaml", "{files}/latin1.yaml:1: not valid UTF-8"),
@@ -608,15 +612,19 @@ CASES = [
          "{missing}.png: no such image file"),
     case("explore-corrupt-model", "explore --model {bad}/tr-weights-garbage a -o "
          "{out}/page.html", "{bad}/tr-weights-garbage/model.safetensors"),
-    # study and demo
+    # study, demo and configs
     case("study-minutes", "study length --minutes 0", "--minutes must be positive, got 0.0"),
     case("study-missing-config", "study length --configs {missing}.yaml --out {out} --runs "
          "{out}/runs", "{missing}.yaml"),
     case("study-binary-config", "study length --configs {files}/binary.yaml --out {out} --runs "
          "{out}/runs", "{files}/binary.yaml"),
+    case("study-unknown-name", "study length --configs rnn-nothing --out {out} --runs {out}/runs",
+         "no configuration file or packaged configuration named 'rnn-nothing'"),
     case("demo-seed-text", "demo --seed many", "invalid int value: 'many'"),
     case("demo-seed-huge", "demo --no-speed --seed 100000000000000000000000",
          "seed must be an integer in [0, 2**64), got 100000000000000000000000"),
+    case("configs-argument", "configs demo", "unrecognized arguments: demo"),
+    case("configs-option", "configs --all", "unrecognized arguments: --all"),
 ]  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from qkv import __version__
 from qkv.cli import (
     answer,
     classify,
+    configs,
     demo,
     embed,
     evaluate,
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         study,
         demo,
+        configs,
     ):
         command.add_parser(subparsers)
     return parser

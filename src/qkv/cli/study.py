@@ -14,7 +14,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("name", choices=["length"], help="which study")
     parser.add_argument("--minutes", type=float, default=10.0, help="training minutes per model")
-    parser.add_argument("--configs", nargs="+", default=None, help="run configurations to compare")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=None,
+        metavar="CONFIG",
+        help="run configurations to compare: packaged names (see `qkv configs`) or YAML files "
+        "(default: the fixed-context RNN, the Bahdanau RNN and the Transformer)",
+    )
     parser.add_argument("--out", default="docs/results", help="where the report and plot go")
     parser.add_argument("--runs", default="runs/length-study", help="where the models go")
     parser.add_argument("--beam", type=int, default=None, help="beam size for the test split")

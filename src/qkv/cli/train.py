@@ -52,6 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.presets import config_path
     from qkv.tasks.registry import task as task_spec
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.run_dir import WEIGHTS_FILE, resume_config
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         config = resume_config(args.resume, args.overrides)
     else:
-        config = load_run_config(args.config, args.overrides)
+        config = load_run_config(config_path(args.config), args.overrides)
     # torchrun: join the process group (NCCL when training on CUDA); otherwise one process.
     distributed = from_environment(training_device(config.train))
     say = print if distributed.main else (lambda *a, **k: None)

@@ -20,11 +20,13 @@ import torch
 
 from qkv.evaluation.bleu import BucketScore, CorpusScores
 from qkv.io import atomic_write
+from qkv.presets import config_path
 from qkv.tasks.run_config import RunConfig, load_run_config
 from qkv.tasks.translation.task import evaluate_translation, train_translation
 from qkv.viz.curves import plot_bleu_by_length
 
-DEFAULT_CONFIGS = ("configs/rnn-none.yaml", "configs/rnn-bahdanau.yaml", "configs/transformer.yaml")
+# Packaged configurations (qkv.presets), so the study runs from any directory.
+DEFAULT_CONFIGS = ("rnn-none", "rnn-bahdanau", "transformer")
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,11 @@ def run_length_study(
     progress: bool = False,
     on_model: Callable[[StudyRow], None] | None = None,
 ) -> list[StudyRow]:
-    """Train every configuration for ``minutes``, evaluate on the test split, write the report."""
+    """Train every configuration (a packaged name such as ``transformer``, or a YAML path) for
+    ``minutes``, evaluate on the test split, write the report."""
+    paths = [config_path(name) for name in config_paths]  # every name checked before training
     rows = []
-    for path in config_paths:
+    for path in paths:
         config = load_run_config(path)
         config = dataclasses.replace(
             config,
