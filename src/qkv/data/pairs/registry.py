@@ -24,11 +24,9 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Any
 
-from qkv.data.errors import DataError
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.pairs.aclsum import load_aclsum
 from qkv.data.pairs.copy_synthetic import copy_task
 from qkv.data.pairs.dialogue import load_dialogue
@@ -39,29 +37,26 @@ from qkv.data.sources.bible import load_bible_pair
 
 __all__ = ["CORPORA", "corpus_options", "load_corpus"]
 
-CORPORA: dict[str, tuple[Callable[..., ParallelCorpus], dict[str, Any]]] = {
-    "aclsum": (load_aclsum, {}),
-    "bible": (load_bible_pair, {}),
-    "copy-synthetic": (copy_task, {}),
-    "docstrings": (load_docstrings, {}),
-    "plays-dialogue": (load_dialogue, {}),
-    "reverse": (reverse_task, {"n_train": 10_000, "n_valid": 500, "n_test": 500}),
-    "tsv": (load_tsv_corpus, {}),
-    "files": (load_aligned_corpus, {}),
-}
-"""Corpus name -> (loader, default options the registry adds)."""
-
-
-def _loader(name: str) -> tuple[Callable[..., ParallelCorpus], dict[str, Any]]:
-    if name not in CORPORA:
-        raise DataError(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(CORPORA))}")
-    return CORPORA[name]
+CORPORA: CorpusRegistry[ParallelCorpus] = CorpusRegistry(
+    "corpus",
+    {
+        "aclsum": load_aclsum,
+        "bible": load_bible_pair,
+        "copy-synthetic": copy_task,
+        "docstrings": load_docstrings,
+        "files": load_aligned_corpus,
+        "plays-dialogue": load_dialogue,
+        "reverse": reverse_task,
+        "tsv": load_tsv_corpus,
+    },
+    defaults={"reverse": {"n_train": 10_000, "n_valid": 500, "n_test": 500}},
+)
+"""Corpus name -> loader, in alphabetical order (the order an unknown name's message lists)."""
 
 
 def corpus_options(name: str) -> list[str]:
     """Option names that ``load_corpus(name, ...)`` accepts."""
-    loader, _ = _loader(name)
-    return list(inspect.signature(loader).parameters)
+    return CORPORA.options(name)
 
 
 def load_corpus(name: str, **options: Any) -> ParallelCorpus:
@@ -71,20 +66,4 @@ def load_corpus(name: str, **options: Any) -> ParallelCorpus:
         DataError: unknown name, unknown option, or a missing required option (all named).
         DatasetUnavailable: the archive that carries the corpus could not be fetched.
     """
-    loader, defaults = _loader(name)
-    parameters = inspect.signature(loader).parameters
-    unknown = sorted(set(options) - set(parameters))
-    if unknown:
-        raise DataError(
-            f"load_corpus({name!r}) got unknown option(s) {unknown}; "
-            f"options: {', '.join(parameters)}"
-        )
-    options = {**defaults, **options}
-    missing = [
-        p
-        for p, spec in parameters.items()
-        if spec.default is inspect.Parameter.empty and p not in options
-    ]
-    if missing:
-        raise DataError(f"load_corpus({name!r}) needs option(s) {missing}")
-    return loader(**options)
+    return CORPORA.load(name, **options)

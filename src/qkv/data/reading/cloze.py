@@ -15,13 +15,13 @@ Here a "sentence" is a verse of the Bible or a line of dialogue of a Shakespeare
   test = Judges (7), Ruth (8), Proverbs (20), Daniel (27), Acts (44), Hebrews (58): 3,285
   verses (10.6%); the other 56 books train.
 - **shakespeare**: the 37 plays of the ``shakespeare`` 0.6 tarball
-  (:func:`qkv.data.lm.corpora.shakespeare_works` less Milton and the poems, :data:`NOT_PLAYS`), cut
-  into scenes of dialogue lines by :func:`qkv.data.sources.plays.play_scenes` (speaker headings,
-  stage
-  directions, act and scene headings and the list of persons dropped). A passage never
-  crosses a scene boundary. Held out whole plays, those of the language model:
-  :data:`~qkv.data.lm.corpora.SHAKESPEARE_VALID` (valid) and
-  :data:`~qkv.data.lm.corpora.SHAKESPEARE_TEST` (test).
+  (:func:`qkv.data.sources.plays.shakespeare_works` less Milton and the poems,
+  :data:`~qkv.data.sources.plays.NOT_PLAYS`), cut into scenes of dialogue lines by
+  :func:`qkv.data.sources.plays.play_scenes` (speaker headings, stage directions, act and scene
+  headings and the list of persons dropped). A passage never crosses a scene boundary. Held out
+  whole plays, those of the language model (:func:`~qkv.data.sources.plays.play_split`):
+  :data:`~qkv.data.sources.plays.SHAKESPEARE_VALID` (valid) and
+  :data:`~qkv.data.sources.plays.SHAKESPEARE_TEST` (test).
 
 A question (:func:`cloze_question`): the kind's words of the 21st line that also occur in the
 passage (as written, of the same kind) and only once in that line; one of them, drawn with
@@ -55,7 +55,14 @@ from dataclasses import dataclass
 
 from qkv.data.errors import DataError
 from qkv.data.reading.word_kinds import WORD_KINDS
-from qkv.data.sources.plays import play_scenes
+from qkv.data.sources.plays import (
+    NOT_PLAYS,
+    SHAKESPEARE_TEST,
+    SHAKESPEARE_VALID,
+    play_scenes,
+    play_split,
+    shakespeare_works,
+)
 from qkv.data.tokens.words import word_tokens
 
 __all__ = [
@@ -109,13 +116,6 @@ BIBLE_BOOKS = (
 """Book names by number (``BIBLE_BOOKS[b - 1]``), as written in question sources."""
 BIBLE_VALID_BOOKS = (6, 18, 43, 45)
 BIBLE_TEST_BOOKS = (7, 8, 20, 27, 44, 58)
-
-NOT_PLAYS = frozenset({
-    "areopagitica", "comus", "lallegro_il_penseroso_comus_and_lycidas", "lovers_complaint",
-    "paradise_lost_(no_introduction)", "paradise_regained", "passionate_pilgrim",
-    "phoenix_and_the_turtle", "poemata", "poetical_works", "rape_of_lucrece", "sonnets",
-})  # fmt: skip
-"""Works of the ``shakespeare`` tarball that are not plays (Milton's, and the poems)."""
 
 
 @dataclass(frozen=True)
@@ -303,15 +303,10 @@ def bible_segments(translation: str = "4") -> list[Segment]:
 
 def shakespeare_segments() -> list[Segment]:
     """One segment per scene of each play, in play then scene order."""
-    from qkv.data.lm.corpora import SHAKESPEARE_TEST, SHAKESPEARE_VALID, shakespeare_works
-
     works = shakespeare_works()
     segments: list[Segment] = []
     for work in sorted(set(works) - NOT_PLAYS):
-        split = (
-            "valid" if work in SHAKESPEARE_VALID else "test" if work in SHAKESPEARE_TEST
-            else "train"
-        )  # fmt: skip
+        split = play_split(work)
         for scene in play_scenes(works[work]):
             lines = [_tokens(line) for _, line in scene]
             sources = [f"shakespeare:{work}:{number}" for number, _ in scene]
@@ -378,8 +373,6 @@ def _split_note(
     train_translations: Sequence[str],
     train_blanks: str,
 ) -> str:
-    from qkv.data.lm.corpora import SHAKESPEARE_TEST, SHAKESPEARE_VALID
-
     parts = []
     if "bible" in sources:
         names = [

@@ -19,16 +19,18 @@ context, answered by a span of it.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qkv.data.corpora import CorpusRegistry
 from qkv.data.errors import DataError, decode_utf8
-from qkv.data.reading.cloze import ClozeQuestion, load_cloze
+from qkv.data.reading.cloze import ClozeCorpus, ClozeQuestion, load_cloze
 from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.io import atomic_write
 
@@ -45,7 +47,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
-SPAN_CORPORA = ("cloze", "synthetic", "squad")
 VALID_PERCENT = 5  # articles of a training file held out when no valid file is given
 
 
@@ -270,14 +271,36 @@ def _squad_corpus(
     return SpanCorpus(Path(train).stem, parts["train"], parts["valid"], parts["test"], note)
 
 
-def _from_cloze(corpus: Any) -> SpanCorpus:
-    return SpanCorpus(
-        corpus.name,
-        cloze_as_spans(corpus.train),
-        cloze_as_spans(corpus.valid),
-        cloze_as_spans(corpus.test),
-        corpus.split_note,
-    )
+def _as_spans(load: Callable[..., ClozeCorpus]) -> Callable[..., SpanCorpus]:
+    """``load`` with each split written by :func:`cloze_as_spans`; its options are ``load``'s
+    (the signature the registry checks, through ``functools.wraps``)."""
+
+    @functools.wraps(load)
+    def load_spans(**options: Any) -> SpanCorpus:
+        corpus = load(**options)
+        return SpanCorpus(
+            corpus.name,
+            cloze_as_spans(corpus.train),
+            cloze_as_spans(corpus.valid),
+            cloze_as_spans(corpus.test),
+            corpus.split_note,
+        )
+
+    return load_spans
+
+
+SPAN_CORPORA: CorpusRegistry[SpanCorpus] = CorpusRegistry(
+    "span corpus",
+    {
+        "cloze": _as_spans(load_cloze),
+        "synthetic": _as_spans(synthetic_cloze),
+        "squad": _squad_corpus,
+    },
+    # The span corpora word their refusals as they always have (the tests pin these words).
+    unknown_options="{kind} {name!r}: unexpected keyword argument(s) {unknown}; "
+    "its options: {accepted}",
+    missing_options="{kind} {name!r} needs the option(s) {missing}",
+)
 
 
 def load_span_corpus(name: str, **options: Any) -> SpanCorpus:
@@ -294,15 +317,4 @@ def load_span_corpus(name: str, **options: Any) -> SpanCorpus:
     Raises:
         DataError: an unknown name or option (naming the allowed), or what the loader raises.
     """
-    loaders = {"cloze": load_cloze, "synthetic": synthetic_cloze, "squad": _squad_corpus}
-    if name not in loaders:
-        raise DataError(f"unknown span corpus {name!r}; known: {', '.join(SPAN_CORPORA)}")
-    if name == "squad":
-        missing = [k for k in ("train", "test") if k not in options]
-        if missing:
-            raise DataError(f"span corpus 'squad' needs the option(s) {missing} (file paths)")
-    try:
-        loaded = loaders[name](**options)
-    except TypeError as error:
-        raise DataError(f"span corpus {name!r}: {error}") from None
-    return loaded if name == "squad" else _from_cloze(loaded)
+    return SPAN_CORPORA.load(name, **options)

