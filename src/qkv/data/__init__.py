@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and editors only
         example_cost,
         plan_batches,
     )
+    from qkv.data.pairs.bible import load_bible_pair  # noqa: F401
     from qkv.data.pairs.parallel import (  # noqa: F401
         Pair,
         ParallelCorpus,
@@ -67,7 +68,6 @@ if TYPE_CHECKING:  # the names below, for type checkers and editors only
         bible_db_path,
         bible_split_of,
         clean_verse,
-        load_bible_pair,
     )
     from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID  # noqa: F401
     from qkv.data.tokens.subword import SubwordTokenizer  # noqa: F401
@@ -90,6 +90,7 @@ _EXPORTS = {
     "read_aligned_files": "qkv.data.pairs.parallel",
     "read_tsv_pairs": "qkv.data.pairs.parallel",
     "split_pairs": "qkv.data.pairs.parallel",
+    "load_bible_pair": "qkv.data.pairs.bible",
     "CORPORA": "qkv.data.pairs.registry",
     "corpus_options": "qkv.data.pairs.registry",
     "load_corpus": "qkv.data.pairs.registry",
@@ -99,7 +100,6 @@ _EXPORTS = {
     "bible_db_path": "qkv.data.sources.bible",
     "bible_split_of": "qkv.data.sources.bible",
     "clean_verse": "qkv.data.sources.bible",
-    "load_bible_pair": "qkv.data.sources.bible",
     "BOS_ID": "qkv.data.tokens.special",
     "EOS_ID": "qkv.data.tokens.special",
     "PAD_ID": "qkv.data.tokens.special",

