@@ -14,6 +14,7 @@ from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.data.reading.squad import (
     SpanQuestion,
     cloze_as_spans,
+    load_cloze_corpus,
     load_span_corpus,
     read_squad,
     write_squad,
@@ -141,6 +142,17 @@ def test_squad_corpus_holds_out_whole_articles_by_the_crc_of_their_title(tmp_pat
     assert f"the {len(held)} whole articles" in corpus.split_note
     with_valid = load_span_corpus("squad", train=train, test=test, valid=test)
     assert len(with_valid.train) == 400 and with_valid.split("valid") == corpus.test
+
+
+def test_the_cloze_corpora_by_name_are_the_loaders_and_the_spans_are_theirs():
+    corpus = load_cloze_corpus("synthetic", n=6, seed=2)
+    assert corpus == synthetic_cloze(6, seed=2)
+    spans = load_span_corpus("synthetic", n=6, seed=2)
+    assert spans.split("test") == cloze_as_spans(corpus.test)
+    with pytest.raises(DataError, match=r"cloze corpus 'synthetic' needs option\(s\) \['n'\]"):
+        load_cloze_corpus("synthetic")
+    with pytest.raises(DataError, match="unknown cloze corpus 'squad'; known: cloze, synthetic"):
+        load_cloze_corpus("squad")
 
 
 def test_span_corpus_options_are_checked(tmp_path):

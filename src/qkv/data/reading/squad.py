@@ -11,8 +11,9 @@ context, answered by a span of it.
 - :func:`write_squad` writes questions back in that layout (atomically), one article, the
   questions sharing a context in one paragraph, so the official ``evaluate-v1.1.py`` reads it.
 - :func:`cloze_as_spans` writes cloze questions (:mod:`qkv.data.reading.cloze`) as spans: the
-  context
-  is the passage's tokens joined by spaces, every occurrence of the answer token is a gold span.
+  context is the passage's tokens joined by spaces, every occurrence of the answer token is a
+  gold span.
+- :func:`load_cloze_corpus`: the cloze corpora by name, ``"cloze"`` and ``"synthetic"``.
 - :func:`load_span_corpus`: ``"cloze"`` and ``"synthetic"`` (the cloze corpora as spans) or
   ``"squad"`` (the user's files; no SQuAD file ships with qkv or exists on these machines).
 """
@@ -35,10 +36,12 @@ from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.io import atomic_write
 
 __all__ = [
+    "CLOZE_CORPORA",
     "SPAN_CORPORA",
     "SpanCorpus",
     "SpanQuestion",
     "cloze_as_spans",
+    "load_cloze_corpus",
     "load_span_corpus",
     "read_squad",
     "write_squad",
@@ -289,18 +292,30 @@ def _as_spans(load: Callable[..., ClozeCorpus]) -> Callable[..., SpanCorpus]:
     return load_spans
 
 
+CLOZE_CORPORA: CorpusRegistry[ClozeCorpus] = CorpusRegistry(
+    "cloze corpus", {"cloze": load_cloze, "synthetic": synthetic_cloze}
+)
+"""The cloze corpora, as questions with candidates (a cloze reader's data)."""
+
 SPAN_CORPORA: CorpusRegistry[SpanCorpus] = CorpusRegistry(
     "span corpus",
-    {
-        "cloze": _as_spans(load_cloze),
-        "synthetic": _as_spans(synthetic_cloze),
-        "squad": _squad_corpus,
-    },
+    {**{name: _as_spans(load) for name, load in CLOZE_CORPORA.items()}, "squad": _squad_corpus},
     # The span corpora word their refusals as they always have (the tests pin these words).
     unknown_options="{kind} {name!r}: unexpected keyword argument(s) {unknown}; "
     "its options: {accepted}",
     missing_options="{kind} {name!r} needs the option(s) {missing}",
 )
+
+
+def load_cloze_corpus(name: str, **options: Any) -> ClozeCorpus:
+    """The cloze corpus ``name``: ``"cloze"`` (:func:`~qkv.data.reading.cloze.load_cloze`) or
+    ``"synthetic"`` (:func:`~qkv.data.reading.cloze_synthetic.synthetic_cloze`), with their
+    options.
+
+    Raises:
+        DataError: an unknown name or option (naming the allowed), or what the loader raises.
+    """
+    return CLOZE_CORPORA.load(name, **options)
 
 
 def load_span_corpus(name: str, **options: Any) -> SpanCorpus:
