@@ -1,0 +1,2 @@
+"""Training: the trainer loop, losses, learning-rate schedules, optimisers, checkpoints and
+distributed runs."""
