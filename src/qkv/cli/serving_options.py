@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qkv.layers.packed_linear import Precision
 
 # qkv.layers.packed_linear.PRECISIONS, spelled out so that parsing imports no torch
 # (tests/cli/test_serving_options.py checks that they agree).
@@ -24,10 +28,10 @@ def add_precision(parser: argparse.ArgumentParser, *, bf16_alias: bool = False) 
         parser.add_argument("--bf16", action="store_true", help="the same as --precision bfloat16")
 
 
-def chosen_precision(args: argparse.Namespace) -> str | None:
+def chosen_precision(args: argparse.Namespace) -> Precision | None:
     """The precision asked for (``None``: the default, float32); ``--bf16`` with another
     ``--precision`` is an error."""
-    precision = args.precision
+    precision: Precision | None = args.precision  # one of PRECISION_CHOICES, or None
     if getattr(args, "bf16", False):
         if precision not in (None, "bfloat16"):
             raise ValueError(f"--bf16 contradicts --precision {precision}; pass one of them")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qkv.cli.inputs import STDIN, read_lines
+
+if TYPE_CHECKING:
+    from qkv.tasks.summarisation.runner import TextToText
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +46,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="one JSON line per output: text, words, copied, p_gen")  # fmt: skip
 
 
-def _load(model: str, kind: type) -> Any:
+def _load(model: str, kind: type[TextToText]) -> Any:
     from qkv.tasks.registry import load_runner
 
     spec, runner = load_runner(model)

@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -123,7 +123,7 @@ def _weight(tensor: Tensor) -> Tensor:
 def _set_linear(spec: Any, *linears: nn.Linear) -> None:
     """``spec`` (a ``LinearSpec``) as ``linears`` stacked along their outputs (a fused
     projection when several)."""
-    biases = [linear.bias for linear in linears]
+    biases: list[Tensor | None] = [linear.bias for linear in linears]
     if any(b is None for b in biases) and not all(b is None for b in biases):
         raise ValueError(
             "attention projections with biases on some of query, key and value but not all "
@@ -131,7 +131,7 @@ def _set_linear(spec: Any, *linears: nn.Linear) -> None:
         )
     spec.weight = _weight(torch.cat([linear.weight for linear in linears], dim=0))  # (O, I)
     if biases[0] is not None:
-        spec.bias = _weight(torch.cat(biases, dim=0))  # (O,)
+        spec.bias = _weight(torch.cat(cast("list[Tensor]", biases), dim=0))  # (O,): all set
 
 
 def _set_norm(spec: Any, norm: nn.Module) -> None:
@@ -199,7 +199,7 @@ def _vocabulary(tokens: Sequence[str], size: int, name: str, special: SpecialTok
 
 
 def transformer_spec(
-    model: Transformer,
+    model: nn.Module,  # checked below: a Transformer
     source_vocabulary: Sequence[str],
     target_vocabulary: Sequence[str],
     *,
@@ -254,12 +254,12 @@ def transformer_spec(
         _set_attention(layer_spec.self_attention, layer.self_attn, cross=False)
         _set_norm(layer_spec.self_attention.layer_norm, layer.norm1)
         _set_ffn(layer_spec.ffn, layer.ffn, layer.norm2)
-    for layer_spec, layer in zip(decoder.layer, model.decoder.layers, strict=True):
-        _set_attention(layer_spec.self_attention, layer.self_attn, cross=False)
-        _set_norm(layer_spec.self_attention.layer_norm, layer.norm1)
-        _set_attention(layer_spec.attention, layer.cross_attn, cross=True)
-        _set_norm(layer_spec.attention.layer_norm, layer.norm2)
-        _set_ffn(layer_spec.ffn, layer.ffn, layer.norm3)
+    for layer_spec, block in zip(decoder.layer, model.decoder.layers, strict=True):
+        _set_attention(layer_spec.self_attention, block.self_attn, cross=False)
+        _set_norm(layer_spec.self_attention.layer_norm, block.norm1)
+        _set_attention(layer_spec.attention, block.cross_attn, cross=True)
+        _set_norm(layer_spec.attention.layer_norm, block.norm2)
+        _set_ffn(layer_spec.ffn, block.ffn, block.norm3)
     if c.norm_first:  # pre-norm stacks end with one more LayerNorm
         _set_norm(encoder.layer_norm, model.encoder.norm)
         _set_norm(decoder.layer_norm, model.decoder.norm)

@@ -123,6 +123,7 @@ def _beam(
     best: list[tuple[float, list[str]] | None] = [None] * len(batch)
     for sentence, tokens, log_prob in candidates:  # best first within a sentence: ties keep it
         score = log_prob / gnmt_length_penalty(len(tokens) + 1, alpha)
-        if best[sentence] is None or score > best[sentence][0]:
+        found = best[sentence]
+        if found is None or score > found[0]:
             best[sentence] = (score, tokens)
     return [[] if found is None else found[1] for found in best]

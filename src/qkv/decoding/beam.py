@@ -93,6 +93,7 @@ class _Pool:
         del self._keys[self.size :], self.hypotheses[self.size :]
 
 
+# size: one step loop that ranks, finishes and prunes over the same tensors, read as a whole
 @torch.no_grad()
 def beam_search(
     model: StepModel,

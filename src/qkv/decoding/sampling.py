@@ -21,9 +21,9 @@ reference the cached path is tested against).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor
@@ -50,6 +50,19 @@ class CausalLM(Protocol):
     def new_caches(
         self, batch: int, max_len: int | None = None, *, dtype: torch.dtype | None = None
     ) -> list[KVCache]: ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+
+class LeanCausalLM(CausalLM, Protocol):
+    """A :class:`CausalLM` with a lean decode step (``TransformerLM``): weights prepared once by
+    ``decode_weights``, then logits ``(B, V)`` per ``decode_step``."""
+
+    def decode_weights(self, precision: Precision = "float32") -> Any: ...
+
+    def decode_step(
+        self, weights: Any, ids: Tensor, caches: list[KVCache], *, keep: Tensor | None = None
+    ) -> Tensor: ...
 
 
 # The most tokens one prompt may ask for: a million tokens of text, hours of CPU generation.
@@ -164,18 +177,14 @@ def generate(
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token (got an empty prompt or none)")
     if device is None:
-        device = next(model.parameters()).device  # type: ignore[attr-defined]
+        device = next(model.parameters()).device
     b, longest = len(prompts), max(len(p) for p in prompts)
     if context is not None and longest >= context:
         raise ValueError(
             f"the longest prompt has {longest} tokens; the model reads at most {context}, so a "
             f"prompt may have at most {context - 1}"
         )
-    ids = torch.full((b, longest), pad_id, dtype=torch.long, device=device)  # (B, P) left-padded
-    keep = torch.zeros(b, longest, dtype=torch.bool, device=device)
-    for row, prompt in enumerate(prompts):
-        ids[row, longest - len(prompt) :] = torch.as_tensor(list(prompt), device=device)
-        keep[row, longest - len(prompt) :] = True
+    ids, keep = _left_padded(prompts, longest, pad_id, device)  # (B, P) each
     generator = None
     if config.seed is not None:
         generator = torch.Generator(device=device).manual_seed(config.seed)
@@ -188,11 +197,12 @@ def generate(
     caches = model.new_caches(b, capacity, dtype=cache_dtype) if use_cache else None
     padded = bool((~keep).any())  # equal-length prompts need no mask at all (the fast path)
     # A model with a lean decode step (TransformerLM) uses it, in `precision` if given.
-    fast = None
+    fast, lean = None, None
     if use_cache and fast_step and hasattr(model, "decode_step"):
+        lean = cast(LeanCausalLM, model)  # decode_step comes with decode_weights
         if precision in ("bfloat16", "int8"):
             warn_if_slow_bfloat16(device, f"{precision} weights")
-        fast = model.decode_weights(precision or "float32")
+        fast = lean.decode_weights(precision or "float32")
     elif precision is not None:
         raise ValueError("precision needs the KV cache and a model with decode_step")
 
@@ -211,7 +221,8 @@ def generate(
                     caches = model.new_caches(b, capacity, dtype=cache_dtype)
             window = mask[:, start:] if padded else None
             if fast is not None:
-                logits = model.decode_step(fast, feed, caches, keep=window)  # (B, V)
+                assert lean is not None and caches is not None  # both set with fast
+                logits = lean.decode_step(fast, feed, caches, keep=window)  # (B, V)
             elif use_cache:
                 logits = model(feed, keep=window, caches=caches, last_only=True).logits[:, -1]
             else:
@@ -244,6 +255,19 @@ def generate(
         [f or "length" for f in finished],
         torch.stack(all_logits, dim=1) if return_logits else None,
     )
+
+
+def _left_padded(
+    prompts: Sequence[Sequence[int]], longest: int, pad_id: int, device: torch.device | str
+) -> tuple[Tensor, Tensor]:
+    """The prompts as ``ids (B, P)``, left-padded with ``pad_id`` to ``P = longest``, and their
+    keep-mask ``(B, P)`` (``True`` at prompt tokens)."""
+    ids = torch.full((len(prompts), longest), pad_id, dtype=torch.long, device=device)
+    keep = torch.zeros(len(prompts), longest, dtype=torch.bool, device=device)
+    for row, prompt in enumerate(prompts):
+        ids[row, longest - len(prompt) :] = torch.as_tensor(list(prompt), device=device)
+        keep[row, longest - len(prompt) :] = True
+    return ids, keep
 
 
 def next_token(

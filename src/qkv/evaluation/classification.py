@@ -52,7 +52,7 @@ def _labels(
     gold: Sequence[Hashable], predicted: Sequence[Hashable], labels: Sequence[Hashable] | None
 ) -> list[Hashable]:
     if labels is None:
-        return sorted(set(gold) | set(predicted))  # type: ignore[type-var]
+        return sorted(set(gold) | set(predicted))  # type: ignore[type-var]  # labels sort (str, int); Hashable cannot say so
     labels = list(labels)
     if not labels:
         raise ValueError("labels is empty; give at least one label, or None for all")

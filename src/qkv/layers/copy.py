@@ -79,7 +79,7 @@ class CopySource:
 
     def index_select(self, index: Tensor) -> CopySource:
         """Rows ``index (B',)`` of every tensor (reorder, drop or repeat hypotheses)."""
-        rows = {}
+        rows: dict[str, Any] = {}  # each field's value: a tensor, an int or None
         for f in fields(self):
             value = getattr(self, f.name)
             rows[f.name] = value.index_select(0, index) if isinstance(value, Tensor) else value

@@ -273,6 +273,10 @@ class LinearChainCRF(nn.Module):
         value at padding, ``-100`` included); keep: ``(B, W)`` bool, real words first.
     """
 
+    allowed: Tensor  # buffers, registered in __init__
+    allowed_start: Tensor
+    allowed_end: Tensor
+
     def __init__(self, num_tags: int, rules: TransitionRules | None = None) -> None:
         super().__init__()
         if not isinstance(num_tags, int) or isinstance(num_tags, bool) or num_tags < 1:

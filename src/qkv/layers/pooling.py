@@ -179,6 +179,7 @@ class AttentionPooling(nn.Module):
         out = attend(
             query, hidden, hidden, score=self.score, keep=keep[:, None, :], need_weights=True
         )  # context (B, 1, D), weights (B, 1, T)
+        assert out.weights is not None  # need_weights=True
         return PoolOutput(out.context.squeeze(1), out.weights.squeeze(1))
 
 
@@ -221,6 +222,7 @@ class StructuredSelfAttention(nn.Module):
         out = attend(
             queries, keys, hidden, score=self.score, keep=keep[:, None, :], need_weights=True
         )  # context M (B, r, D), weights A (B, r, T)
+        assert out.weights is not None  # need_weights=True
         return PoolOutput(out.context.flatten(1), out.weights, structured_penalty(out.weights))
 
 
@@ -239,7 +241,9 @@ def structured_penalty(weights: Tensor) -> Tensor:
     return (gram - eye).pow(2).sum(dim=(-2, -1)).mean()
 
 
-def build_pooling(name: str, d_model: int, *, attention_dim: int = 64, hops: int = 1) -> nn.Module:
+def build_pooling(
+    name: str, d_model: int, *, attention_dim: int = 64, hops: int = 1
+) -> FixedPooling | AttentionPooling | StructuredSelfAttention:
     """The pooling named ``name`` (one of :data:`POOLINGS`) over states of width ``d_model``;
     ``attention_dim`` serves ``"attention"`` and ``"structured"``, ``hops`` the latter."""
     if name in FIXED_POOLINGS:

@@ -1,3 +1,4 @@
+# size: the encoder, the decoder state, run_rnn and the three decoders share one bridge and state
 """Recurrent encoder and decoders of the attention-based RNN translation models.
 
 * :class:`RecurrentEncoder`: embedding and a bidirectional GRU/LSTM whose forward and backward
@@ -22,6 +23,7 @@ All attention goes through :func:`qkv.attention.core.attend`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -44,7 +46,7 @@ __all__ = [
     "RecurrentState",
 ]
 
-RNN_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+RNN_CELLS: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
 def _rnn(
@@ -59,7 +61,7 @@ def _rnn(
     )
 
 
-def _lstm_needs_float32(rnn: nn.RNNBase, device: torch.device) -> bool:
+def _lstm_needs_float32(rnn: nn.Module, device: torch.device) -> bool:
     """Under CPU bfloat16 autocast, ``nn.LSTM`` runs oneDNN's bfloat16 LSTM, which exists only
     on CPUs with bfloat16 support (AVX-512 BF16, AMX); elsewhere (an AVX2 CPU) it fails with
     "could not create a primitive descriptor". There the LSTM runs in float32."""
@@ -72,7 +74,7 @@ def _lstm_needs_float32(rnn: nn.RNNBase, device: torch.device) -> bool:
     )
 
 
-def run_rnn(rnn: nn.RNNBase, x: Tensor | PackedSequence, state: object = None):
+def run_rnn(rnn: nn.Module, x: Tensor | PackedSequence, state: object = None):
     """``rnn(x, state)``, in float32 where this CPU has no bfloat16 LSTM (see above)."""
     device = (x.data if isinstance(x, PackedSequence) else x).device
     if not _lstm_needs_float32(rnn, device):
@@ -146,11 +148,10 @@ class RecurrentEncoder(nn.Module):
         memory, _ = pad_packed_sequence(out, batch_first=True, total_length=s)  # (B, S, 2He)
         hn, cn = hn if isinstance(hn, tuple) else (hn, None)
         keep = padding_mask(lengths.to(src.device), s)[:, 0]  # (B, 1, 1, S) -> (B, 1, S)
-        return EncoderOutput(memory, keep, self._final(hn, b), self._final(cn, b))
+        final_cell = None if cn is None else self._final(cn, b)
+        return EncoderOutput(memory, keep, self._final(hn, b), final_cell)
 
-    def _final(self, states: Tensor | None, b: int) -> Tensor | None:
-        if states is None:
-            return None
+    def _final(self, states: Tensor, b: int) -> Tensor:
         # PyTorch orders h_n as (layer, direction): (2L, B, He) -> (L, 2, B, He).
         states = states.view(self.num_layers, 2, b, self.hidden_dim)
         return torch.cat([states[:, 0], states[:, 1]], dim=-1).transpose(0, 1)  # (B, L, 2He)
@@ -184,8 +185,9 @@ class RecurrentState:
         rows = {
             f.name: None if (t := getattr(self, f.name)) is None else t.index_select(0, index)
             for f in fields(self)
+            if f.name != "hidden"
         }
-        return RecurrentState(**rows)
+        return RecurrentState(self.hidden.index_select(0, index), **rows)
 
 
 class Maxout(nn.Module):
@@ -267,6 +269,7 @@ class RecurrentDecoder(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Score ``query (B, 1, Ds)`` against the prepared keys: context ``(B, 2He)`` and
         weights ``(B, S)`` (``None`` unless ``need_weights``)."""
+        assert state.memory is not None  # init_state sets it when the decoder attends
         att = attend(
             query,
             state.memory,
@@ -307,7 +310,8 @@ class RecurrentDecoder(nn.Module):
         stacked = torch.stack(features, dim=1)  # (B, T, D_out)
         if not need_weights or weights[0] is None:
             return stacked, None
-        return stacked, torch.stack(weights, dim=1)  # (B, T, S)
+        # Attending decoders return weights at every step when asked for them.
+        return stacked, torch.stack(cast("list[Tensor]", weights), dim=1)  # (B, T, S)
 
     def _run_rnn(self, x: Tensor, state: RecurrentState) -> tuple[Tensor, RecurrentState]:
         """RNN over ``x (B, T, I)`` from ``state``; returns outputs ``(B, T, Ds)``, new state."""
@@ -346,15 +350,18 @@ class FixedContextDecoder(RecurrentDecoder):
     def step(
         self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
     ) -> tuple[Tensor, RecurrentState, Tensor | None]:
-        x = torch.cat([emb, state.context], dim=-1).unsqueeze(1)  # (B, 1, E + 2He)
+        context = state.context  # (B, 2He), the same at every step
+        assert context is not None  # set by init_state
+        x = torch.cat([emb, context], dim=-1).unsqueeze(1)  # (B, 1, E + 2He)
         out, state = self._run_rnn(x, state)
         out = out.squeeze(1)  # (B, Ds)
-        return self.readout(torch.cat([out, state.context, emb], dim=-1)), state, None
+        return self.readout(torch.cat([out, context, emb], dim=-1)), state, None
 
     def forward(
         self, emb: Tensor, state: RecurrentState, *, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         # c is the same at every step, so the RNN runs over the whole sequence in one call.
+        assert state.context is not None  # set by init_state
         context = state.context.unsqueeze(1).expand(-1, emb.size(1), -1)  # (B, T, 2He)
         out, _ = self._run_rnn(torch.cat([emb, context], dim=-1), state)  # (B, T, Ds)
         return self.readout(torch.cat([out, context, emb], dim=-1)), None
@@ -419,7 +426,9 @@ class BahdanauDecoder(RecurrentDecoder):
         features = self.readout(
             torch.cat([torch.stack(outs, 1), torch.stack(contexts, 1), emb], dim=-1)
         )  # (B, T, Ds)
-        return features, torch.stack(weights, 1) if need_weights else None  # (B, T, S)
+        # _attend returns weights at every step when asked for them.
+        stacked = torch.stack(cast("list[Tensor]", weights), 1) if need_weights else None
+        return features, stacked  # (B, T, S)
 
 
 class LuongDecoder(RecurrentDecoder):
@@ -458,6 +467,7 @@ class LuongDecoder(RecurrentDecoder):
     def step(
         self, emb: Tensor, state: RecurrentState, *, need_weights: bool = True
     ) -> tuple[Tensor, RecurrentState, Tensor | None]:
+        assert state.feed is not None  # set by init_state
         x = torch.cat([emb, state.feed], dim=-1).unsqueeze(1)  # (B, 1, E + Ds)
         out, state = self._run_rnn(x, state)  # (B, 1, Ds): h_t
         context, weights = self._attend(out, state, need_weights)  # (B, 2He), (B, S)

@@ -231,6 +231,7 @@ class RecurrentTextEncoder(nn.Module):
             dropout=c.dropout,
             pad_id=c.pad_id,
         )
+        self.self_attn: MultiHeadAttention | None
         if c.self_attention:
             self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout)
             self.dropout = nn.Dropout(c.dropout)
@@ -250,7 +251,7 @@ class RecurrentTextEncoder(nn.Module):
         return TextEncoding(hidden, [attn.weights] if need_weights else [])
 
 
-def build_text_encoder(config: TextEncoderConfig) -> nn.Module:
+def build_text_encoder(config: TextEncoderConfig) -> TransformerTextEncoder | RecurrentTextEncoder:
     """The encoder ``config.encoder`` names."""
     if config.encoder == "transformer":
         return TransformerTextEncoder(config)

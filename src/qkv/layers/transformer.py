@@ -21,7 +21,9 @@ weights copy across one to one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from torch import Tensor, nn
 
@@ -284,19 +286,23 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        self.layers = nn.ModuleList(
-            TransformerEncoderLayer(
-                d_model,
-                num_heads,
-                d_ff,
-                dropout=dropout,
-                activation=activation,
-                norm_first=norm_first,
-                layer_norm_eps=layer_norm_eps,
-                num_kv_heads=num_kv_heads,
-                rotary=rotary,
-            )
-            for _ in range(num_layers)
+        # A ModuleList yields plain Modules to the type checker; the cast says what this one holds.
+        self.layers = cast(
+            "Sequence[TransformerEncoderLayer]",
+            nn.ModuleList(
+                TransformerEncoderLayer(
+                    d_model,
+                    num_heads,
+                    d_ff,
+                    dropout=dropout,
+                    activation=activation,
+                    norm_first=norm_first,
+                    layer_norm_eps=layer_norm_eps,
+                    num_kv_heads=num_kv_heads,
+                    rotary=rotary,
+                )
+                for _ in range(num_layers)
+            ),
         )
         self.norm = _final_norm(norm_first, d_model, layer_norm_eps)
 
@@ -360,17 +366,20 @@ class TransformerDecoder(nn.Module):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        self.layers = nn.ModuleList(
-            TransformerDecoderLayer(
-                d_model,
-                num_heads,
-                d_ff,
-                dropout=dropout,
-                activation=activation,
-                norm_first=norm_first,
-                layer_norm_eps=layer_norm_eps,
-            )
-            for _ in range(num_layers)
+        self.layers = cast(  # as the encoder's
+            "Sequence[TransformerDecoderLayer]",
+            nn.ModuleList(
+                TransformerDecoderLayer(
+                    d_model,
+                    num_heads,
+                    d_ff,
+                    dropout=dropout,
+                    activation=activation,
+                    norm_first=norm_first,
+                    layer_norm_eps=layer_norm_eps,
+                )
+                for _ in range(num_layers)
+            ),
         )
         self.norm = _final_norm(norm_first, d_model, layer_norm_eps)
 

@@ -197,9 +197,11 @@ class ClozeReader(nn.Module):
                 keep=passage_keep[:, None, :],  # (B, 1, S)
                 need_weights=True,
             )  # context (B, 1, 2H), weights (B, 1, S)
+            assert out.weights is not None  # need_weights=True
             read, weights = out.context.squeeze(1), out.weights.squeeze(1)
         if self.parts.pointer:
             occurs = occurrences(passage, passage_keep, candidates)  # (B, C, S)
+            assert weights is not None  # a pointer reader attends (its parts have a score)
             mass = pointer_sum(weights, occurs)  # (B, C)
             return ReaderOutput(_attention_sum(mass, candidate_keep), weights)
         g = read if self.combine is None else torch.tanh(self.combine(torch.cat([read, u], -1)))
@@ -207,6 +209,7 @@ class ClozeReader(nn.Module):
 
     def _match(self, g: Tensor, candidates: Tensor, candidate_keep: Tensor) -> Tensor:
         """``log softmax_c((U g) . E(c))`` over the kept candidates: ``(B, C)``."""
+        assert self.output_proj is not None  # only pointer readers lack it; they never match
         target = self.output_proj(g)  # (B, E)
         energies = self.embed(candidates) @ target.unsqueeze(-1)  # (B, C, 1)
         energies = energies.squeeze(-1)  # (B, C)

@@ -14,7 +14,7 @@ expansion:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from qkv.config_values import config_from_flat
 
@@ -237,8 +237,9 @@ class Presets:
     config class: ``class ViTConfig(Presets, family="vit")``; ``sizes`` names, in order, the
     values the presets leave to the task (``sizes=("vocab_size",)``), given positionally."""
 
-    _family = ""  # both set by __init_subclass__
-    _sizes = ()
+    _family: str = ""  # all three set by __init_subclass__
+    _sizes: tuple[str, ...] = ()
+    PRESETS: ClassVar[dict[str, dict[str, object]]]
 
     def __init_subclass__(
         cls, *, family: str | None = None, sizes: tuple[str, ...] = (), **kwargs: Any
@@ -257,9 +258,9 @@ class Presets:
                 f"{cls.__name__}.preset takes {len(cls._sizes)} size(s) after the name "
                 f"({', '.join(cls._sizes) or 'none'}), got {len(sizes)}"
             )
-        given = dict(zip(cls._sizes, sizes, strict=False))
+        given: dict[str, object] = dict(zip(cls._sizes, sizes, strict=False))
         twice = sorted(set(given) & set(overrides))
         if twice:
             raise TypeError(f"{cls.__name__}.preset got {', '.join(twice)} twice")
         values = {**preset_values(cls._family, name), **given, **overrides}
-        return config_from_flat(cls, values)  # type: ignore[no-any-return]
+        return config_from_flat(cls, values)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -169,7 +170,7 @@ def _is_real(value: object) -> bool:
 
 def build_decoder(config: Seq2SeqRNNConfig) -> RecurrentDecoder:
     """The decoder named by ``config.attention``, with its score function injected."""
-    sizes = dict(
+    sizes: dict[str, Any] = dict(
         cell=config.cell,
         embed_dim=config.embed_dim,
         memory_dim=2 * config.hidden_dim,
@@ -257,6 +258,7 @@ class Seq2SeqRNN(nn.Module):
         state = self.init_state(encoded)
         copy = None
         if self.training and self.config.teacher_forcing < 1.0:
+            assert isinstance(state, RecurrentState)  # the config allows no copying here
             logits, weights = self._scheduled_sampling(tgt_in, state, need_weights)
         else:
             emb = self.dropout(self.tgt_embed(self._fed(tgt_in)))  # (B, T, E)
@@ -279,7 +281,8 @@ class Seq2SeqRNN(nn.Module):
         self, tgt_in: Tensor, state: RecurrentState, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
         """Step by step; after the first step feed the argmax with prob. 1 - teacher_forcing."""
-        logits, weights = [], []
+        logits: list[Tensor] = []
+        weights: list[Tensor | None] = []
         tokens = tgt_in[:, 0]  # (B,) BOS
         for t in range(tgt_in.size(1)):
             if t > 0:
@@ -292,7 +295,8 @@ class Seq2SeqRNN(nn.Module):
         stacked = torch.stack(logits, dim=1)  # (B, T, V)
         if not need_weights or weights[0] is None:
             return stacked, None
-        return stacked, torch.stack(weights, dim=1)  # (B, T, S)
+        # An attending decoder returns weights at every step when asked for them.
+        return stacked, torch.stack(cast("list[Tensor]", weights), dim=1)  # (B, T, S)
 
     # --- the step protocol (qkv.decoding.protocol) ---------------------------------------------
 
@@ -319,8 +323,9 @@ class Seq2SeqRNN(nn.Module):
     def init_state(self, encoded: EncoderOutput | CopyEncoding) -> RecurrentState | CopyState:
         """Decoder state before the first target token (the bridged encoder final states; for
         a copying model also the copy head's prepared source)."""
-        if not isinstance(encoded, CopyEncoding) or self.copy_head is None:
+        if not isinstance(encoded, CopyEncoding):
             return self.decoder.init_state(encoded)
+        assert self.copy_head is not None  # only a copying model's encode makes a CopyEncoding
         inner: EncoderOutput = encoded.inner
         source = self.copy_head.prepare(
             inner.memory, inner.keep, encoded.ext, self.config.tgt_vocab_size

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from torch import nn
 
@@ -51,6 +51,10 @@ class NestedTextEncoder:
         text: TextEncoderConfig | None
         bert: dict[str, Any] | None
         dropout: float | None
+        # ... and what its dataclass provides: the fields, and a constructor taking text first.
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+        def __init__(self, text: TextEncoderConfig | None, **fields: Any) -> None: ...
 
     @property
     def encoder(self) -> str:
@@ -110,10 +114,10 @@ class NestedTextEncoder:
         if encoder != "bert":
             if own.get("bert") is not None:
                 raise ValueError(f"bert is set, but encoder={encoder!r} (expected 'bert')")
-            return cls(TextEncoderConfig(**text), **own)  # type: ignore[call-arg]
+            return cls(TextEncoderConfig(**text), **own)
         if not isinstance(own.get("bert"), dict):
             raise ValueError("encoder='bert' needs bert: the BertConfig fields of the encoder")
-        config = cls(None, dropout=text.get("dropout"), **own)  # type: ignore[call-arg]
+        config = cls(None, dropout=text.get("dropout"), **own)
         if "vocab_size" in text and text["vocab_size"] != config.vocab_size:
             raise ValueError(
                 f"vocab_size={text['vocab_size']} differs from the BERT encoder's "
@@ -123,7 +127,7 @@ class NestedTextEncoder:
 
     def to_flat(self) -> dict[str, Any]:
         """The flat form, from which :meth:`from_flat` builds this config again."""
-        flat = dataclasses.asdict(self)  # type: ignore[call-overload]
+        flat = dataclasses.asdict(self)
         text, dropout = (flat.pop(name) for name in NESTED)
         if text is None:
             encoder = {"vocab_size": self.vocab_size, "encoder": "bert"}

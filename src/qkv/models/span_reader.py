@@ -158,6 +158,7 @@ class SpanPointer(nn.Module):
             keep=question_keep[:, None, :],  # (B, 1, Q)
             need_weights=True,
         )  # context (B, 1, Dq), weights (B, 1, Q)
+        assert pooled.weights is not None  # need_weights=True
         q = pooled.context
         start = self.start_score(q, passage_states).squeeze(1)  # (B, 1, S) -> (B, S)
         end = self.end_score(q, passage_states).squeeze(1)  # (B, 1, S) -> (B, S)

@@ -94,6 +94,7 @@ def score_alignments(
             for _ in range(n_steps):
                 keys, queries, target = _batch(64, source_len, dim, 0.3, g)
                 weights = attend(queries, keys, keys, score=score, need_weights=True).weights
+                assert weights is not None  # need_weights=True
                 loss = F.nll_loss(weights.clamp_min(1e-9).log().flatten(0, 1), target.flatten())
                 optimiser.zero_grad()
                 loss.backward()
@@ -102,6 +103,7 @@ def score_alignments(
             weights = attend(
                 test_queries, test_keys, test_keys, score=score, need_weights=True
             ).weights
+        assert weights is not None  # need_weights=True
         accuracy = (weights.argmax(-1) == test_target).float().mean().item()
         results.append(ScoreAlignment(name, weights[0], test_target[0], accuracy, n_steps))
     return results

@@ -33,6 +33,7 @@ def lr_multiplier(
         return warm
     if name == "inverse_sqrt":
         return lambda step: warm(step) if step < warmup else math.sqrt(max(warmup, 1) / (step + 1))
+    assert total is not None  # cosine: checked above
 
     def cosine(step: int) -> float:
         if step < warmup:

@@ -20,7 +20,8 @@ class SignalFlag:
     SIGNALS = ("SIGINT", "SIGTERM")
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled, self.received = enabled, None
+        self.enabled = enabled
+        self.received: str | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> SignalFlag:

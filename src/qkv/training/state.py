@@ -330,7 +330,9 @@ def _python_rng_state() -> list[Any]:
 
 
 def _numpy_rng_state() -> list[Any]:
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = np.random.get_state()
+    assert isinstance(state, tuple)  # the legacy generator's (MT19937) state, never a dict
+    name, keys, pos, has_gauss, cached = state
     return [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
 
 

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -130,7 +130,7 @@ class TrainingLoop:
             device_ids = [self.device] if self.device.type == "cuda" else None
             trained = DistributedDataParallel(model, device_ids=device_ids)
         if self.config.compile:
-            trained = torch.compile(trained)
+            trained = cast(nn.Module, torch.compile(trained))  # a module compiles to a module
         return trained
 
     def run(self) -> TrainResult:
@@ -211,7 +211,9 @@ class TrainingLoop:
         for index, batch in enumerate(group):
             last = index == len(group) - 1
             no_sync = dist_.world > 1 and not last
-            with self.trained.no_sync() if no_sync else contextlib.nullcontext():
+            # no_sync: DistributedDataParallel's, reached through torch.compile's wrapper if any.
+            no_sync_ = self.trained.no_sync() if no_sync else contextlib.nullcontext()  # type: ignore[operator]  # Module.__getattr__ is typed Tensor | Module
+            with no_sync_:
                 with torch.autocast(
                     self.device.type,
                     dtype=self.autocast_dtype,

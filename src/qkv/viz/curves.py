@@ -95,7 +95,7 @@ def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: st
         right = axes.twinx()
         drawn += right.plot(xs, ys, "s--", color="tab:green", label="valid BLEU", markersize=3)
         right.set_ylabel("BLEU")
-    axes.legend(drawn, [line.get_label() for line in drawn], loc="center right")
+    axes.legend(drawn, [str(line.get_label()) for line in drawn], loc="center right")
     axes.set_title(title or metrics_csv.parent.name)
     buffer = io.BytesIO()
     figure.savefig(

@@ -61,7 +61,7 @@ class FastWeights:
         def t(linear) -> tuple[Tensor, Tensor]:
             return linear.weight.detach().t().contiguous(), linear.bias.detach().clone()
 
-        layers = []
+        layers: list[_Layer] = []
         for block in model.encoder.layers:
             att, ffn = block.self_attn, block.ffn
             projections = (att.q_proj, att.k_proj, att.v_proj)
@@ -86,7 +86,7 @@ def packed_hidden(model, ids: Tensor, lengths: Tensor) -> Tensor:
     """Hidden states ``(L, D)`` of the real tokens of ``ids (B, T)`` (the first ``lengths[b]``
     of row ``b``), row after row; inputs are validated by :meth:`BertEncoder.packed_hidden`."""
     c = model.config
-    weights = model.fast_weights()
+    weights: FastWeights = model.fast_weights()
     t = ids.size(1)
     d, eps = c.hidden_size, c.layer_norm_eps
     positions = torch.arange(t, device=ids.device)  # (T,)

@@ -121,7 +121,9 @@ def decode_step(
     if keep is not None:
         own = torch.zeros(t, s, dtype=torch.bool, device=ids.device)
         own[:, s - t :] = torch.eye(t, dtype=torch.bool, device=ids.device)
-        mask = combine_masks(mask, keep[:, None, None, :]) | own  # (B, 1, T, S)
+        mask = combine_masks(mask, keep[:, None, None, :])
+        assert mask is not None  # keep is a tensor
+        mask = mask | own  # (B, 1, T, S)
     rotary = model.blocks.layers[0].self_attn.rotary
     for layer, cache in zip(weights.layers, caches, strict=True):
         y = F.layer_norm(x, (width,), *layer.norm1, eps).to(dtype).view(b * t, width)

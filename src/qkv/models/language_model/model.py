@@ -143,7 +143,7 @@ class TransformerLM(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Linear | nn.Embedding):
                 nn.init.normal_(module.weight, std=0.02)
-                if getattr(module, "bias", None) is not None:
+                if isinstance(module, nn.Linear) and module.bias is not None:  # (embeddings: none)
                     nn.init.zeros_(module.bias)
         residual_std = 0.02 / math.sqrt(2 * self.config.num_layers)
         for block in self.blocks.layers:

@@ -210,6 +210,9 @@ class ShowAttendTell(nn.Module):
         ``captions_in``: ``(B, T)`` ``<bos>`` and the previous words; logits ``(B, T, V)``.
     """
 
+    baseline: Tensor  # buffers, registered in __init__
+    baseline_updates: Tensor
+
     def __init__(self, config: ShowAttendTellConfig) -> None:
         super().__init__()
         self.config = c = config
@@ -344,7 +347,7 @@ class ShowAttendTell(nn.Module):
 
         return CaptionOutput(
             torch.stack(logits, dim=1),  # (B, T, V)
-            stack("alpha"),  # (B, T, R)
+            torch.stack([step.alpha for step in steps], dim=1),  # (B, T, R)
             stack("choice"),
             stack("log_prob"),
             stack("entropy"),

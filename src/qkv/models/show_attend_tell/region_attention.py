@@ -53,6 +53,7 @@ def soft_context(
         need_weights=True,
         prepared_key=prepared,
     )  # context (B, 1, D), weights (B, 1, R)
+    assert out.weights is not None  # need_weights=True
     return out.context[:, 0], out.weights[:, 0]
 
 

@@ -66,7 +66,7 @@ class _Layer:
     fc2: PackedLinear  # F -> D
 
 
-def _norm(norm: torch.nn.Module) -> tuple[Tensor, Tensor]:
+def _norm(norm: torch.nn.LayerNorm) -> tuple[Tensor, Tensor]:
     return norm.weight.detach(), norm.bias.detach()
 
 

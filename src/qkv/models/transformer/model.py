@@ -1,3 +1,4 @@
+# size: config, model and the step protocol (caches, copy head) of one model; lean path: decode.py
 """The Transformer encoder-decoder of Vaswani et al. 2017, "Attention Is All You Need", section 3.
 
     src (B, S)                                   tgt_in (B, T)
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -210,7 +212,11 @@ class Transformer(nn.Module):
             else nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
         )
         self.positional = SinusoidalPositionalEncoding(c.d_model, dropout=c.dropout)
-        options = {"dropout": c.dropout, "activation": c.activation, "norm_first": c.norm_first}
+        options: dict[str, Any] = {
+            "dropout": c.dropout,
+            "activation": c.activation,
+            "norm_first": c.norm_first,
+        }
         self.encoder = TransformerEncoder(
             c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, **options
         )
@@ -363,7 +369,8 @@ class Transformer(nn.Module):
         A copying model's state is a :class:`~qkv.layers.copy.CopyState`: this state and the
         copy head's prepared source.
         """
-        if isinstance(encoded, CopyEncoding) and self.copy_head is not None:
+        if isinstance(encoded, CopyEncoding):
+            assert self.copy_head is not None  # only a copying model's encode makes one
             inner = self.init_state(encoded.inner, max_len=max_len, need_attention=need_attention)
             source = self.copy_head.prepare(
                 encoded.inner.memory, encoded.inner.keep, encoded.ext, self.config.tgt_vocab_size
