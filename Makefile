@@ -55,9 +55,14 @@ demo: $(STAMP)
 attention-demo: $(STAMP)
 	$(VENV)/bin/qkv demo
 
+# Lint, format, then the rules checked by machine: imports flow down the layers with no cycles
+# (import-linter, [tool.importlinter] in pyproject.toml), types (mypy, [tool.mypy]) and sizes.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
+	$(PY) tools/check_sizes.py src
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
