@@ -15,13 +15,15 @@ import sys
 import time
 from pathlib import Path
 
+from qkv.tasks.run_skeleton import run_training
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, however this is run
 
 import torch
 from harness.machine import machine_description, utc_stamp
 from harness.report import log, publish, run_named
 
-from qkv.tasks.captioning.task import Captioner, train_captioner
+from qkv.tasks.captioning.runner import Captioner
 from qkv.tasks.run_config import load_run_config
 
 RUNS = {
@@ -43,7 +45,7 @@ def run_one(name: str, threads: int, overrides: list[str]) -> dict:
     command += f" {name} --threads {threads}" + "".join(f" --set {o}" for o in overrides)
     log(f"{name}: {command}")
     torch.set_num_threads(threads)
-    trained = train_captioner(config, overwrite=True, progress=False)
+    trained = run_training(config, overwrite=True, progress=False)
     result = trained.result
     captioner = Captioner.load(trained.model_dir)
     row = {

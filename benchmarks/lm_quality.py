@@ -19,7 +19,7 @@ from harness.machine import machine_description
 
 from qkv.decoding.sampling import SamplingConfig
 from qkv.io import atomic_write
-from qkv.tasks.language_model.task import LanguageModel
+from qkv.tasks.language_model.runner import LanguageModel
 from qkv.tasks.run_config import load_run_config
 from qkv.viz.curves import plot_training_curves
 

@@ -31,7 +31,7 @@ from qkv.data import batches, encode_pairs, load_corpus
 from qkv.data.tokens.special import PAD_ID
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_config import load_run_config
-from qkv.tasks.translation.task import train_tokenizers, translation_loss
+from qkv.tasks.translation.train import train_tokenizers, translation_loss
 from qkv.training.trainer import resolve_device, train
 
 

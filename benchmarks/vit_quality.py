@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, however
 from harness.machine import machine_description, utc_stamp
 from harness.report import log, publish, run_named
 
-from qkv.tasks.image_classification.task import ImageClassifier
+from qkv.tasks.image_classification.runner import ImageClassifier
 from qkv.tasks.run_config import load_run_config
 
 RUNS = {

@@ -120,7 +120,7 @@ def test_generation_warnings_come_before_any_output(dirs, capsys, monkeypatch):
 def test_plot_attention_refuses_text_too_long_to_plot_before_translating(
     dirs, capsys, monkeypatch, tmp_path
 ):
-    from qkv.tasks.translation.task import Translator
+    from qkv.tasks.translation.runner import Translator
 
     def never(*args, **kwargs):
         raise AssertionError("the model was loaded")

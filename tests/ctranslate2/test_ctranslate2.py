@@ -39,8 +39,8 @@ from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
 from qkv.models.transformer.model import Transformer, TransformerConfig
 from qkv.tasks.language_model.runner import LanguageModel
-from qkv.tasks.registry import task
 from qkv.tasks.run_config import load_run_config
+from qkv.tasks.run_skeleton import run_training
 from qkv.tasks.translation.runner import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -317,7 +317,7 @@ def test_gpt2_imported_from_hugging_face_exports(tmp_path):
 def _train(config: Path, overrides: list[str]) -> None:
     run = load_run_config(config, [*overrides, "train.tensorboard=false",
                                    "train.checkpoint_every=null"])  # fmt: skip
-    task(run.task).train(run, progress=False, overwrite=True)
+    run_training(run, progress=False, overwrite=True)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from qkv.tasks.registry import task
 from qkv.tasks.run_config import load_run_config
+from qkv.tasks.run_skeleton import run_training
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("translation", "language_model", "classification", "tagging", "vit", "caption")
@@ -21,7 +21,7 @@ KINDS = ("translation", "language_model", "classification", "tagging", "vit", "c
 
 def _train(config_path: Path, overrides: list[str]) -> None:
     config = load_run_config(config_path, overrides)
-    task(config.task).train(config, progress=False, overwrite=True)
+    run_training(config, progress=False, overwrite=True)
 
 
 def _write(path: Path, config: dict) -> Path:

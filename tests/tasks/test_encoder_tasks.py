@@ -21,16 +21,13 @@ from qkv.data.labelled.sentiment import load_classification_corpus
 from qkv.data.labelled.tagged import load_tagging_corpus
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.classification.task import (
-    ClassificationTrainConfig,
-    Classifier,
-    classification_loss,
-    train_classifier,
-)
+from qkv.tasks.classification.config import ClassificationTrainConfig
+from qkv.tasks.classification.train import Classifier, classification_loss
 from qkv.tasks.encoder_inputs import collate, split_words
 from qkv.tasks.input_checks import InputWarning
 from qkv.tasks.run_config import load_run_config, run_config_from_dict
-from qkv.tasks.tagging.task import Tagger, train_tagger
+from qkv.tasks.run_skeleton import run_training
+from qkv.tasks.tagging.train import Tagger
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -110,7 +107,7 @@ def classifier_dir(reviews, tmp_path_factory):
         {"corpus": "file", "options": {"path": str(reviews)}, "vocab_size": 200, "max_len": 32},
         {"family": "encoder_classifier", "preset": "tiny", "max_len": 32, "pooling": "attention"},
     )
-    trained = train_classifier(config)
+    trained = run_training(config)
     assert trained.result.best["valid_accuracy"] >= 0.95
     return out
 
@@ -189,7 +186,7 @@ def tagger_dir(tmp_path_factory):
         {"family": "sequence_tagger", "preset": "tiny", "max_len": 32, "encoder": "bilstm"},
         steps=300,
     )
-    trained = train_tagger(config)
+    trained = run_training(config)
     assert trained.result.best["valid_accuracy"] >= 0.95
     return out
 
@@ -246,7 +243,7 @@ def test_bad_encoder_configurations_are_named(reviews, tmp_path, data, model, me
         {"family": "encoder_classifier", "preset": "tiny", **model},
     )
     with pytest.raises(ValueError, match=message):
-        train_classifier(config)
+        run_training(config)
 
 
 @needs_minilm
@@ -263,7 +260,7 @@ def test_fine_tuning_starts_from_the_pretrained_encoder_and_reloads_without_it(r
         steps=1,
     )
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, lr=1e-12))
-    train_classifier(config)
+    run_training(config)
     classifier = Classifier.load(out)  # reads only the run directory
     assert "pretrained" not in classifier.config.model
     pretrained = load_bert(model_folder("minilm")).state_dict()

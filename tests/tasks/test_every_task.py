@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from qkv.cli.main import main
-from qkv.tasks.registry import TASKS, load_runner, task
+from qkv.tasks.registry import TASKS, task
+from qkv.tasks.run_dir import load_runner
 from qkv.tasks.spec import EVALUATE_OPTIONS, VIEW_OPTIONS, Report, Seen
 from tests.explorer.models import ROOT, _encoder_config, _write, _write_files
 
@@ -239,3 +240,27 @@ def test_a_task_through_train_evaluate_plot_and_the_explorer(name, tmp_path, cap
                             tmp_path / "no.png", *view_flags[option])  # fmt: skip
         assert code == 2 and f"not for {spec.plural}" in err and "Traceback" not in err, err
         assert not (tmp_path / "no.png").exists()
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_the_public_face_trains_and_loads_every_task(name, tmp_path):
+    """``qkv.train`` (settings as keywords) and ``qkv.load`` (the task's own runner class)."""
+    import yaml
+
+    import qkv
+    from qkv.tasks.spec import resolve
+
+    make, _, given = TINY[name]
+    config, overrides = make(tmp_path)
+    settings = {}
+    for setting in [*QUICK, *overrides]:
+        key, value = setting.split("=", 1)
+        settings[key.replace(".", "__")] = yaml.safe_load(value)
+    model_dir = qkv.train(config, out_dir=str(tmp_path / "face"), **settings)
+    assert model_dir == tmp_path / "face" and (model_dir / "model.safetensors").is_file()
+
+    runner = qkv.load(model_dir)
+    spec = task(name)
+    assert type(runner) is resolve(spec.runner)
+    item = runner.read_image(str(_digits_png(tmp_path, given))) if spec.input == "image" else given
+    assert runner.views(item).summary

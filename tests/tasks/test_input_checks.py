@@ -15,10 +15,10 @@ import torch
 
 from qkv.decoding.sampling import SamplingConfig
 from qkv.tasks.captioning import runner as captioner_module
-from qkv.tasks.captioning.task import Captioner
-from qkv.tasks.classification.task import Classifier
+from qkv.tasks.captioning.runner import Captioner
+from qkv.tasks.classification.train import Classifier
 from qkv.tasks.image_classification import task as image_classification
-from qkv.tasks.image_classification.task import ImageClassifier
+from qkv.tasks.image_classification.runner import ImageClassifier
 from qkv.tasks.input_checks import (
     InputWarning,
     LengthLimits,
@@ -27,9 +27,9 @@ from qkv.tasks.input_checks import (
     refuse_absurd,
     text_list,
 )
-from qkv.tasks.language_model.task import LanguageModel
-from qkv.tasks.tagging.task import Tagger
-from qkv.tasks.translation.task import Translator
+from qkv.tasks.language_model.runner import LanguageModel
+from qkv.tasks.tagging.train import Tagger
+from qkv.tasks.translation.runner import Translator
 from tests.tasks.tiny_models import train_tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from qkv.cli.main import main
-from qkv.tasks.registry import TASKS, load_runner
+from qkv.tasks.registry import TASKS
+from qkv.tasks.run_dir import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

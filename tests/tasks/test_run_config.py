@@ -203,7 +203,8 @@ def test_a_train_setting_the_task_does_not_read_is_refused(config, setting, refu
 
 
 def test_a_section_is_read_as_the_class_its_task_uses():
-    from qkv.tasks.run_config import DataConfig, LMDataConfig
+    from qkv.tasks.language_model.config import LMDataConfig
+    from qkv.tasks.translation.config import DataConfig
 
     config = load_run_config(CONFIG)
     assert config.section("data", DataConfig) is config.data

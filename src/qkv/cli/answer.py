@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from qkv.data.reading.squad import read_squad
     from qkv.io import atomic_write_json
     from qkv.tasks.reading.runner import Reader
-    from qkv.tasks.registry import load_runner
+    from qkv.tasks.run_dir import load_runner
 
     if (args.squad is None) == (args.context is None):
         raise ValueError("give --context FILE with QUESTION(s), or --squad FILE")

@@ -52,7 +52,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 
 def run_classify(args: argparse.Namespace) -> int:
-    from qkv.tasks.classification.task import Classifier
+    from qkv.tasks.classification.train import Classifier
 
     texts = _texts(args)
     classifier = Classifier.load(args.model)
@@ -68,7 +68,7 @@ def run_classify(args: argparse.Namespace) -> int:
 
 
 def run_tag(args: argparse.Namespace) -> int:
-    from qkv.tasks.registry import load_runner
+    from qkv.tasks.run_dir import load_runner
 
     if args.json and args.format not in (None, "json"):
         raise ValueError(f"--json is --format json; it cannot go with --format {args.format}")

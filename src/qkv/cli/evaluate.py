@@ -59,8 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.registry import model_task
-    from qkv.tasks.run_dir import save_results
+    from qkv.tasks.run_dir import model_task, save_results
     from qkv.tasks.spec import EvaluateOptions
 
     if args.limit is not None and args.limit < 1:

@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkv.decoding.sampling import SamplingConfig
-    from qkv.tasks.language_model.task import LanguageModel
+    from qkv.tasks.language_model.runner import LanguageModel
 
     if "" in args.stop:
         raise ValueError("--stop '' would stop before any text; give the text to stop at")

@@ -68,7 +68,7 @@ def _check_tokens(args: argparse.Namespace, *axes: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkv.tasks.registry import model_task
+    from qkv.tasks.run_dir import model_task
     from qkv.tasks.spec import ImageView, ViewOptions
 
     spec = model_task(args.model)

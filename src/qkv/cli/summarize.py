@@ -47,7 +47,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(model: str, kind: type[TextToText]) -> Any:
-    from qkv.tasks.registry import load_runner
+    from qkv.tasks.run_dir import load_runner
 
     spec, runner = load_runner(model)
     if not isinstance(runner, kind):

@@ -53,9 +53,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkv.presets import config_path
-    from qkv.tasks.registry import task as task_spec
     from qkv.tasks.run_config import load_run_config
     from qkv.tasks.run_dir import WEIGHTS_FILE, resume_config
+    from qkv.tasks.run_skeleton import TrainingRun
     from qkv.training.distributed import from_environment, shutdown
     from qkv.training.trainer import training_device
 
@@ -87,14 +87,12 @@ def run(args: argparse.Namespace) -> int:
         budget += f" or {config.train.max_minutes:g} minutes{clock}, whichever comes first"
     say(f"{verb} {config.name} ({config.family}) in {where}: {budget}")
     try:
-        trained = task_spec(config.task).train(
-            config,
-            progress=not args.quiet,
-            resume=args.resume is not None,
-            overwrite=args.overwrite,
-            handle_signals=True,
-            distributed=distributed,
-        )
+        # The CLI builds the run (the task looked up and the device resolved once, the run
+        # directory claimed); the task's train(run) adds its data, model, loss and evaluation.
+        run = TrainingRun(config, resume=args.resume is not None, overwrite=args.overwrite,
+                          distributed=distributed, progress=not args.quiet,
+                          handle_signals=True)  # fmt: skip
+        trained = run.spec.train(run)
     finally:
         shutdown()
     if not distributed.main:

@@ -66,7 +66,7 @@ def _translator(args: argparse.Namespace) -> Callable[[list[str]], list[str]]:
 
         engine = CTranslate2Translator.load(args.model, compute_type=compute_type(precision))
         return lambda texts: engine.translate(texts, **options)
-    from qkv.tasks.translation.task import Translator
+    from qkv.tasks.translation.runner import Translator
 
     translator = Translator.load(args.model, precision=precision or "float32")
     if args.patience is not None:

@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_classify_image(args: argparse.Namespace) -> int:
-    from qkv.tasks.image_classification.task import ImageClassifier
+    from qkv.tasks.image_classification.runner import ImageClassifier
 
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")

@@ -32,16 +32,18 @@ from qkv.tasks.input_checks import (
     longest_token,
     text_list,
 )
+from qkv.tasks.language_model.config import LMDataConfig
 from qkv.tasks.language_model.inputs import Tokenizer, load_tokenizer
 from qkv.tasks.language_model.runner import prompt_ids
 from qkv.tasks.language_model.task import TASK as LANGUAGE_MODEL
-from qkv.tasks.run_config import DataConfig, DecodeConfig, LMDataConfig, RunConfig
+from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
     TOKENIZER_FILE,
     load_model_run_config,
 )
+from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.tasks.translation.runner import source_ids
 from qkv.tasks.translation.task import TASK as TRANSLATION
 

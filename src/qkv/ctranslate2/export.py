@@ -46,15 +46,16 @@ from qkv.data.tokens.special import (
 )
 from qkv.io import atomic_write_json
 from qkv.tasks.input_checks import HARD_LIMIT_FACTOR
-from qkv.tasks.registry import model_task, tasks
-from qkv.tasks.run_config import DataConfig, DecodeConfig
+from qkv.tasks.registry import tasks
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
     TOKENIZER_FILE,
     load_model_run_config,
+    model_task,
 )
+from qkv.tasks.translation.config import DataConfig, DecodeConfig
 
 FORMATS = ("ctranslate2",)
 QKV_DIR = "qkv"  # OUT/qkv: qkv's own files beside the CTranslate2 model

@@ -25,7 +25,7 @@ from qkv.explorer.views import (
     check_unicode,
     seen_json,
 )
-from qkv.tasks.registry import model_task
+from qkv.tasks.run_dir import model_task
 from qkv.tasks.spec import TaskSpec, ViewOptions
 
 

@@ -1,37 +1,58 @@
-"""Models built on the attention core, one file per family, each with its config."""
+"""Models built on the attention core: one file (or folder, for a family with a lean decode path
+beside its module path) per family, each with its frozen config; the family registry
+(:mod:`qkv.models.registry`), named presets (:mod:`qkv.models.presets`) and typed outputs
+(:mod:`qkv.models.outputs`).
 
-from qkv.models.bert.model import BertConfig, BertEncoder
-from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
-from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
-from qkv.models.outputs import (
-    BertOutput,
-    ClassifierOutput,
-    LMOutput,
-    Seq2SeqOutput,
-    StepOutput,
-    TaggerOutput,
-)
-from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
-from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
-from qkv.models.transformer.model import Transformer, TransformerConfig
+Every family is exported here; each is imported on first use, so ``import qkv.models`` is cheap.
+"""
 
-__all__ = [
-    "BertConfig",
-    "BertEncoder",
-    "BertOutput",
-    "ClassifierOutput",
-    "EncoderClassifier",
-    "EncoderClassifierConfig",
-    "LMOutput",
-    "Seq2SeqOutput",
-    "Seq2SeqRNN",
-    "Seq2SeqRNNConfig",
-    "SequenceTagger",
-    "SequenceTaggerConfig",
-    "StepOutput",
-    "TaggerOutput",
-    "Transformer",
-    "TransformerConfig",
-    "TransformerLM",
-    "TransformerLMConfig",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Exported name -> the module that defines it.
+_EXPORTS = {
+    "BertConfig": "qkv.models.bert.model",
+    "BertEncoder": "qkv.models.bert.model",
+    "ClozeReader": "qkv.models.cloze_reader",
+    "ClozeReaderConfig": "qkv.models.cloze_reader",
+    "EncoderClassifier": "qkv.models.classifier",
+    "EncoderClassifierConfig": "qkv.models.classifier",
+    "EncoderSpanReader": "qkv.models.encoder_span_reader",
+    "EncoderSpanReaderConfig": "qkv.models.encoder_span_reader",
+    "Seq2SeqRNN": "qkv.models.seq2seq_rnn",
+    "Seq2SeqRNNConfig": "qkv.models.seq2seq_rnn",
+    "SequenceTagger": "qkv.models.tagger",
+    "SequenceTaggerConfig": "qkv.models.tagger",
+    "ShowAttendTell": "qkv.models.show_attend_tell.model",
+    "ShowAttendTellConfig": "qkv.models.show_attend_tell.model",
+    "SpanReader": "qkv.models.span_reader",
+    "SpanReaderConfig": "qkv.models.span_reader",
+    "Transformer": "qkv.models.transformer.model",
+    "TransformerConfig": "qkv.models.transformer.model",
+    "TransformerLM": "qkv.models.language_model.model",
+    "TransformerLMConfig": "qkv.models.language_model.model",
+    "ViT": "qkv.models.vit",
+    "ViTConfig": "qkv.models.vit",
+    "BertOutput": "qkv.models.outputs",
+    "ClassifierOutput": "qkv.models.outputs",
+    "LMOutput": "qkv.models.outputs",
+    "Seq2SeqOutput": "qkv.models.outputs",
+    "StepOutput": "qkv.models.outputs",
+    "TaggerOutput": "qkv.models.outputs",
+    "build_config": "qkv.models.registry",
+    "build_model": "qkv.models.registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'qkv.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -12,37 +12,65 @@ CLI, the studies and the tests share.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from torch import nn
 
 from qkv.config_values import check_values, config_from_flat, flat_fields, flat_values
-from qkv.models.bert.model import BertConfig, BertEncoder
-from qkv.models.classifier import EncoderClassifier, EncoderClassifierConfig
-from qkv.models.cloze_reader import ClozeReader, ClozeReaderConfig
-from qkv.models.encoder_span_reader import EncoderSpanReader, EncoderSpanReaderConfig
-from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
-from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
-from qkv.models.show_attend_tell.model import ShowAttendTell, ShowAttendTellConfig
-from qkv.models.span_reader import SpanReader, SpanReaderConfig
-from qkv.models.tagger import SequenceTagger, SequenceTaggerConfig
-from qkv.models.transformer.model import Transformer, TransformerConfig
-from qkv.models.vit import ViT, ViTConfig
 
-FAMILIES: dict[str, tuple[type, type[nn.Module]]] = {
-    "bert": (BertConfig, BertEncoder),
-    "cloze_reader": (ClozeReaderConfig, ClozeReader),
-    "encoder_classifier": (EncoderClassifierConfig, EncoderClassifier),
-    "encoder_span_reader": (EncoderSpanReaderConfig, EncoderSpanReader),
-    "seq2seq_rnn": (Seq2SeqRNNConfig, Seq2SeqRNN),
-    "sequence_tagger": (SequenceTaggerConfig, SequenceTagger),
-    "show_attend_tell": (ShowAttendTellConfig, ShowAttendTell),
-    "span_reader": (SpanReaderConfig, SpanReader),
-    "transformer": (TransformerConfig, Transformer),
-    "transformer_lm": (TransformerLMConfig, TransformerLM),
-    "vit": (ViTConfig, ViT),
-}
+
+class _Families(Mapping[str, tuple[type, type[nn.Module]]]):
+    """Family name -> ``(config class, model class)``, each family's module imported when it
+    is first asked for, so that checking a YAML file's model section imports one family."""
+
+    def __init__(self, table: dict[str, tuple[str, str, str]]) -> None:
+        self._table = table
+
+    def __getitem__(self, family: str) -> tuple[type, type[nn.Module]]:
+        module, config, model = self._table[family]
+        loaded = importlib.import_module(module)
+        return getattr(loaded, config), getattr(loaded, model)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+FAMILIES = _Families(
+    {
+        "bert": ("qkv.models.bert.model", "BertConfig", "BertEncoder"),
+        "cloze_reader": ("qkv.models.cloze_reader", "ClozeReaderConfig", "ClozeReader"),
+        "encoder_classifier": (
+            "qkv.models.classifier",
+            "EncoderClassifierConfig",
+            "EncoderClassifier",
+        ),
+        "encoder_span_reader": (
+            "qkv.models.encoder_span_reader",
+            "EncoderSpanReaderConfig",
+            "EncoderSpanReader",
+        ),
+        "seq2seq_rnn": ("qkv.models.seq2seq_rnn", "Seq2SeqRNNConfig", "Seq2SeqRNN"),
+        "sequence_tagger": ("qkv.models.tagger", "SequenceTaggerConfig", "SequenceTagger"),
+        "show_attend_tell": (
+            "qkv.models.show_attend_tell.model",
+            "ShowAttendTellConfig",
+            "ShowAttendTell",
+        ),
+        "span_reader": ("qkv.models.span_reader", "SpanReaderConfig", "SpanReader"),
+        "transformer": ("qkv.models.transformer.model", "TransformerConfig", "Transformer"),
+        "transformer_lm": (
+            "qkv.models.language_model.model",
+            "TransformerLMConfig",
+            "TransformerLM",
+        ),
+        "vit": ("qkv.models.vit", "ViTConfig", "ViT"),
+    }
+)
 
 
 def _config_class(family: Any) -> type:

@@ -22,7 +22,8 @@ from qkv.evaluation.bleu import BucketScore, CorpusScores
 from qkv.io import atomic_write
 from qkv.presets import config_path
 from qkv.tasks.run_config import RunConfig, load_run_config
-from qkv.tasks.translation.task import evaluate_translation, train_translation
+from qkv.tasks.run_skeleton import run_training
+from qkv.tasks.translation.train import evaluate_translation
 from qkv.viz.curves import plot_bleu_by_length
 
 # Packaged configurations (qkv.presets), so the study runs from any directory.
@@ -71,7 +72,7 @@ def run_length_study(
 
 
 def _train_and_score(config: RunConfig, beam_size: int | None, progress: bool) -> StudyRow:
-    trained = train_translation(config, progress=progress, overwrite=True)  # a study retrains
+    trained = run_training(config, progress=progress, overwrite=True)  # a study retrains
     report = evaluate_translation(trained.model_dir, beam_size=beam_size)
     return StudyRow(
         config.name,

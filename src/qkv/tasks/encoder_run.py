@@ -29,7 +29,7 @@ from qkv.io import atomic_write_json
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model, config_to_dict
 from qkv.tasks.encoder_inputs import EncoderBatch, TextInputs
-from qkv.tasks.run_config import EncoderDataConfig, RunConfig
+from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     LABELS_FILE,
@@ -38,6 +38,7 @@ from qkv.tasks.run_dir import (
     load_model_run_config,
 )
 from qkv.tasks.run_skeleton import TrainingRun
+from qkv.tasks.sections import EncoderDataConfig
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json
 
 

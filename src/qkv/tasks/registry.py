@@ -10,8 +10,6 @@ is one module and one row here (ARCHITECTURE.md, "Adding a task").
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-from typing import Any
 
 from qkv.tasks.spec import TaskSpec
 
@@ -43,19 +41,3 @@ def task(name: str) -> TaskSpec:
 def tasks() -> list[TaskSpec]:
     """Every registered task, in registry order."""
     return [task(name) for name in TASKS]
-
-
-def model_task(model_dir: str | Path) -> TaskSpec:
-    """The task of the trained model (or run) in ``model_dir``; errors name the file."""
-    from qkv.tasks.run_dir import CONFIG_FILE, load_model_run_config
-
-    directory = Path(model_dir)
-    if not (directory / CONFIG_FILE).is_file():
-        raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
-    return task(load_model_run_config(directory).task)
-
-
-def load_runner(model_dir: str | Path) -> tuple[TaskSpec, Any]:
-    """The task of ``model_dir`` and the model loaded as its :class:`~qkv.tasks.spec.Runner`."""
-    spec = model_task(model_dir)
-    return spec, spec.load(model_dir)

@@ -16,256 +16,48 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from qkv.config_values import check_values
 from qkv.data.errors import decode_utf8
-from qkv.data.images.augment import AUGMENTATIONS
-from qkv.data.tokens.subword import MAX_VOCAB_SIZE
-from qkv.decoding.sampling import SamplingConfig
 from qkv.models.registry import check_model_values
 from qkv.tasks.registry import task as task_spec
 from qkv.tasks.spec import TaskSpec
-from qkv.training.trainer import TrainConfig
+from qkv.training.config import TrainConfig
 
 S = TypeVar("S")
 
 
-def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
-    """``data.vocab_size`` between ``smallest`` and :data:`MAX_VOCAB_SIZE` (the tokenizers
-    library aborts the process, with no error to catch, on a vocabulary it cannot allocate)."""
-    if not smallest <= value <= MAX_VOCAB_SIZE:
-        raise ValueError(
-            f"data.vocab_size must be between {smallest} and {MAX_VOCAB_SIZE:,}{what}, got {value}"
-        )
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    corpus: str = "bible"
-    options: dict[str, Any] = field(default_factory=dict)
-    vocab_size: int = 8000
-    shared_vocab: bool = True
-    max_len: int = 128  # subword tokens per side; longer training pairs are dropped
-    valid_bleu_sentences: int = 200  # greedy-decoded during training to pick the best model
-
-    def __post_init__(self) -> None:
-        check_vocab_size(self.vocab_size, 16)
-        if self.max_len < 2:
-            raise ValueError(f"data.max_len must be >= 2, got {self.max_len}")
-        if self.valid_bleu_sentences < 0:
-            raise ValueError(
-                f"data.valid_bleu_sentences must be >= 0, got {self.valid_bleu_sentences}"
-            )
-
-
-@dataclass(frozen=True)
-class LMDataConfig:
-    """A language model's data: a text corpus, its vocabulary and the context length."""
-
-    corpus: str = "shakespeare"  # shakespeare, kjv, or text (options: {path: FILE_OR_FOLDER})
-    options: dict[str, Any] = field(default_factory=dict)
-    tokenizer: str = "char"  # char, or bpe (byte-level, trained with `tokenizers`)
-    vocab_size: int = 8000  # bpe only
-    block_size: int = 256  # tokens of context per training sequence
-    valid_tokens: int | None = 200_000  # evaluated during training (None: the whole split)
-
-    def __post_init__(self) -> None:
-        if self.tokenizer not in ("char", "bpe"):
-            raise ValueError(f"data.tokenizer must be char or bpe, got {self.tokenizer!r}")
-        if self.tokenizer == "bpe":
-            check_vocab_size(self.vocab_size, 260, " for byte-level BPE")
-        if self.block_size < 2:
-            raise ValueError(f"data.block_size must be >= 2, got {self.block_size}")
-        if self.valid_tokens is not None and self.valid_tokens < self.block_size:
-            raise ValueError(
-                f"data.valid_tokens must be >= data.block_size={self.block_size}, got "
-                f"{self.valid_tokens}"
-            )
-
-
-@dataclass(frozen=True)
-class EncoderDataConfig:
-    """An encoder task's data: a labelled corpus and its vocabulary.
-
-    ``tokenizer``: ``bpe`` (trained on the training text, ``vocab_size`` ids) or ``pretrained``
-    (the vocabulary of ``model.pretrained``, which a fine-tuned model must use); ``max_len``: the
-    most ids per input, specials included (longer texts are cut; long sentences to tag are
-    split into windows of whole words)."""
-
-    corpus: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
-    tokenizer: str = "bpe"
-    vocab_size: int = 8000
-    max_len: int = 128
-
-    def __post_init__(self) -> None:
-        if self.tokenizer not in ("bpe", "pretrained"):
-            raise ValueError(f"data.tokenizer must be bpe or pretrained, got {self.tokenizer!r}")
-        check_vocab_size(self.vocab_size, 16)
-        if self.max_len < 3:
-            raise ValueError(f"data.max_len must be >= 3, got {self.max_len}")
-
-
-@dataclass(frozen=True)
-class ClassificationDataConfig(EncoderDataConfig):
-    corpus: str = "rotten_tomatoes"  # rotten_tomatoes, pang_lee, or file (options: {path: ...})
-
-
-@dataclass(frozen=True)
-class TaggingDataConfig(EncoderDataConfig):
-    corpus: str = "pos"  # pos (OANC train, WSJ gold test), or file (options: {train: ...})
-
-
-@dataclass(frozen=True)
-class EntityDataConfig(EncoderDataConfig):
-    corpus: str = "wnut16"  # wnut16, or file (options: {train: ..., scheme: iobes, ...})
-
-
-@dataclass(frozen=True)
-class ImageDataConfig:
-    """An image classifier's data: an image data set, how training images are augmented and how
-    many go in a batch.
-
-    ``corpus``: fashion_mnist, mnist_5k, digits, or folder (``options: {path: DIR, size: 32}``).
-    ``augment``: ``none``; ``shift`` (each training image moved by up to ``max_shift`` pixels
-    in each direction, the border filled with zeros, the background of these data sets);
-    ``shift_flip`` (also mirrored left-right half of the time: right for clothes, wrong for
-    digits)."""
-
-    corpus: str = "fashion_mnist"
-    options: dict[str, Any] = field(default_factory=dict)
-    augment: str = "shift"
-    max_shift: int = 2
-    batch_size: int = 128  # training images per batch (train.batch_tokens does not apply)
-
-    def __post_init__(self) -> None:
-        if self.augment not in AUGMENTATIONS:
-            raise ValueError(
-                f"data.augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}"
-            )
-        if self.max_shift < 0:
-            raise ValueError(f"data.max_shift must be >= 0, got {self.max_shift}")
-        if self.batch_size < 1:
-            raise ValueError(f"data.batch_size must be >= 1, got {self.batch_size}")
-
-
-@dataclass(frozen=True)
-class CaptionDataConfig:
-    """A captioner's data: strips of ``min_tiles``-``max_tiles`` images of an image data set
-    side by side, captioned with their class names in order.
-
-    Training strips are drawn afresh from the training images every epoch
-    (``train_strips`` per epoch); validation and test strips are drawn once, with fixed seeds,
-    from the held-out images only."""
-
-    corpus: str = "mnist_5k"
-    options: dict[str, Any] = field(default_factory=dict)
-    min_tiles: int = 2
-    max_tiles: int = 4
-    train_strips: int = 20_000
-    valid_strips: int = 500
-    test_strips: int = 1_000
-    max_shift: int = 2  # each training tile moved by up to this many pixels (0: no augmentation)
-    batch_size: int = 64  # training strips per batch (train.batch_tokens does not apply)
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min_tiles <= self.max_tiles:
-            raise ValueError(
-                f"data needs 1 <= min_tiles <= max_tiles, got {self.min_tiles}, {self.max_tiles}"
-            )
-        for name in ("train_strips", "valid_strips", "test_strips", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_shift < 0:
-            raise ValueError(f"data.max_shift must be >= 0, got {self.max_shift}")
-
-
-@dataclass(frozen=True)
-class PredictConfig:
-    """How a classifier or tagger is run on many inputs."""
-
-    batch_size: int = 64
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ValueError(f"decode.batch_size must be >= 1, got {self.batch_size}")
-
-
 # The widest beam: far beyond any useful one (4 to 12 are usual), and each hypothesis holds
 # its own decoder state (a beam of 10**8 asked for 358 GB).
-MAX_BEAM_SIZE = 1000
 
 
-@dataclass(frozen=True)
-class DecodeConfig:
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    max_len_a: float = 1.5  # max output length = a * source length + b
-    max_len_b: int = 10
-    batch_size: int = 32
-    # Beam search stops a sentence once ceil(patience * beam_size) hypotheses have finished
-    # (qkv.decoding.beam; 1.0 is CTranslate2's rule); None: the exact search.
-    patience: float | None = None
+def _default_section(name: str) -> Any:
+    """The default ``name`` section of a run that names no task (the default task's)."""
+    return task_spec(DEFAULT_TASK).sections[name]()
 
-    def __post_init__(self) -> None:
-        if self.patience is not None and (
-            isinstance(self.patience, bool)
-            or not isinstance(self.patience, int | float)
-            or not (math.isfinite(self.patience) and self.patience > 0)
-        ):
-            raise ValueError(f"decode.patience must be a number > 0 or null, got {self.patience!r}")
-        if not 1 <= self.beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(
-                f"decode.beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}"
-            )
-        if self.length_penalty < 0:
-            raise ValueError(f"decode.length_penalty must be >= 0, got {self.length_penalty}")
-        if self.max_len_a <= 0 or self.max_len_b < 0 or self.batch_size < 1:
-            raise ValueError(
-                f"decode needs max_len_a > 0, max_len_b >= 0, batch_size >= 1; got "
-                f"{self.max_len_a}, {self.max_len_b}, {self.batch_size}"
-            )
 
-    def max_len(self, source_len: int) -> int:
-        return int(self.max_len_a * source_len + self.max_len_b)
-
-    def sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
-        """The beam and batch sizes a call asked for, else these defaults; out of range is a
-        ``ValueError`` naming the value."""
-        beam_size = self.beam_size if beam_size is None else beam_size
-        batch_size = self.batch_size if batch_size is None else batch_size
-        if not 1 <= beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        return beam_size, batch_size
+# The task of a run configuration without a ``task:`` key.
+DEFAULT_TASK = "translation"
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """``task`` decides the ``data`` and ``decode`` sections (its
-    :attr:`~qkv.tasks.spec.TaskSpec.sections` in :mod:`qkv.tasks.registry`): translation
-    (:class:`DataConfig`, :class:`DecodeConfig`), language_model (:class:`LMDataConfig`,
-    :class:`SamplingConfig`), classification, tagging or ner (:class:`ClassificationDataConfig`
-    / :class:`TaggingDataConfig` / :class:`EntityDataConfig`, :class:`PredictConfig`),
-    image_classification
-    (:class:`ImageDataConfig`) or captioning (:class:`CaptionDataConfig`, both with
-    :class:`PredictConfig`)."""
+    """A run: its model section (flat, checked against ``family``) and the typed ``data``,
+    ``train`` and ``decode`` sections of its ``task`` (the task's
+    :attr:`~qkv.tasks.spec.TaskSpec.sections`, each defined in the task's folder, for example
+    :mod:`qkv.tasks.translation.config`). Read a section typed with :meth:`section`."""
 
     name: str
     out_dir: str
     family: str
     model: dict[str, Any]
-    data: DataConfig | LMDataConfig | EncoderDataConfig | ImageDataConfig | CaptionDataConfig = (
-        field(default_factory=DataConfig)
-    )
+    data: Any = field(default_factory=lambda: _default_section("data"))
     train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig | SamplingConfig | PredictConfig = field(default_factory=DecodeConfig)
-    task: str = "translation"
+    decode: Any = field(default_factory=lambda: _default_section("decode"))
+    task: str = DEFAULT_TASK
 
     def section(self, name: Literal["data", "train", "decode"], cls: type[S]) -> S:
         """The ``name`` section as the ``cls`` its task reads (``config.section("data",
@@ -359,7 +151,7 @@ def run_config_from_dict(raw: dict[str, Any], *, default_name: str = "run") -> R
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ValueError(f"unknown top-level key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
-    spec = task_spec(raw.get("task", "translation"))
+    spec = task_spec(raw.get("task", DEFAULT_TASK))
     for key in ("name", "out_dir"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
             raise ValueError(f"{key} must be a non-empty string, got {raw[key]!r}")
@@ -380,7 +172,7 @@ def move_saved_keys(raw: dict[str, Any]) -> dict[str, Any]:
     """A saved run's configuration (``config.json``) with the ``model:`` keys its task has moved
     to another section (:attr:`~qkv.tasks.spec.TaskSpec.moved_model_keys`) in their new
     place; runs saved before the move load as they trained."""
-    spec = task_spec(raw.get("task", "translation"))
+    spec = task_spec(raw.get("task", DEFAULT_TASK))
     model = raw.get("model")
     moved = spec.moved_model_keys
     if not isinstance(model, dict) or not set(model) & set(moved):

@@ -13,9 +13,12 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 from qkv.io import atomic_write_json, remove_stale_temporaries
+from qkv.tasks.registry import task
 from qkv.tasks.run_config import RunConfig, apply_overrides, move_saved_keys, run_config_from_dict
+from qkv.tasks.spec import TaskSpec
 from qkv.training.checkpoint import CheckpointError, read_json
 from qkv.training.metrics_log import TENSORBOARD_DIR
 from qkv.training.state import (
@@ -171,3 +174,17 @@ def save_results(model_dir: str | Path, split: str, record: dict) -> Path:
     results[split] = record
     atomic_write_json(results_path, results)
     return results_path
+
+
+def model_task(model_dir: str | Path) -> TaskSpec:
+    """The task of the trained model (or run) in ``model_dir``; errors name the file."""
+    directory = Path(model_dir)
+    if not (directory / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
+    return task(load_model_run_config(directory).task)
+
+
+def load_runner(model_dir: str | Path) -> tuple[TaskSpec, Any]:
+    """The task of ``model_dir`` and the model loaded as its :class:`~qkv.tasks.spec.Runner`."""
+    spec = model_task(model_dir)
+    return spec, spec.load(model_dir)

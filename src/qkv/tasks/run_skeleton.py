@@ -1,7 +1,10 @@
 """One run skeleton for every task: what a training run does whatever its task, so that a task's
 ``train`` holds only what differs (its data, model, loss and evaluation).
 
-    run = TrainingRun(config, task="translation", resume=..., overwrite=..., progress=...)
+    run = TrainingRun(config, resume=..., overwrite=..., progress=...)  # the caller builds it
+    trained = run.spec.train(run)                       # the task's train(run) below
+
+    # in a task's train(run):
     vocab = run.shared(make=..., load=..., save=...)   # rank 0 makes it, the others read it
     model = ...                                         # the task builds its model
     run.save(model_config, write=vocab_files)           # config.json + the task's files (rank 0)
@@ -53,9 +56,10 @@ def count_parameters(model: nn.Module) -> int:
 class TrainingRun:
     """A run of ``config`` being set up and trained (see the module docstring).
 
+    The caller (``qkv train``, :func:`run_training`) builds the run; the task's ``train(run)``
+    adds what differs. ``config.family`` must be one of its task's model families.
+
     Args:
-        task: the task the caller trains; ``config`` must be one of its runs, of one of its
-            model families.
         resume: continue the run in ``config.out_dir`` from its latest checkpoint; files the
             run wrote (vocabularies) are read back, not made again.
         overwrite: start afresh in a directory that already holds a run (its outputs are
@@ -70,25 +74,23 @@ class TrainingRun:
         self,
         config: RunConfig,
         *,
-        task: str,
         resume: bool = False,
         overwrite: bool = False,
         distributed: Distributed | None = None,
         progress: bool = False,
         handle_signals: bool = False,
     ) -> None:
-        spec = registered(task)
-        if config.task != spec.name:
-            raise ValueError(f"{spec.name} training needs task {spec.name}, got {config.task!r}")
+        spec = registered(config.task)  # the one lookup of the run's task
         if config.family not in spec.families:
             raise ValueError(
                 f"{spec.name} trains model.family {' or '.join(spec.families)}, got "
                 f"{config.family!r}"
             )
-        self.config, self.out = config, Path(config.out_dir)
+        self.spec, self.config, self.out = spec, config, Path(config.out_dir)
         self.resume, self.progress, self.handle_signals = resume, progress, handle_signals
         self.distributed = distributed or Distributed()
-        training_device(config.train, self.distributed)  # rejected before any write
+        # The one resolution of the device: rejected here, before any write.
+        self.device = training_device(config.train, self.distributed)
         if not resume and self.distributed.main:
             claim_run_dir(self.out, overwrite)
         torch.manual_seed(config.train.seed)
@@ -171,5 +173,22 @@ class TrainingRun:
             progress=self.progress,
             count_tokens=count_tokens,
             distributed=self.distributed,
+            device=self.device,
         )
         return Trained(self.out, result, count_parameters(model))
+
+
+def run_training(
+    config: RunConfig,
+    *,
+    progress: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+    handle_signals: bool = False,
+    distributed: Distributed | None = None,
+) -> Trained:
+    """Train ``config`` with its task (``config.task``): build the :class:`TrainingRun` and hand
+    it to the task's ``train(run)``. The options are :class:`TrainingRun`'s."""
+    run = TrainingRun(config, resume=resume, overwrite=overwrite, distributed=distributed,
+                      progress=progress, handle_signals=handle_signals)  # fmt: skip
+    return run.spec.train(run)

@@ -17,6 +17,7 @@ Nothing here knows a task by name: the CLI and the explorer ask a runner and its
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,9 +193,12 @@ class TaskSpec:
             weight moved to ``train:``), each with its new ``section.key``: a saved run's
             ``config.json`` is read with the value moved; a YAML file that sets the old key is
             refused, naming the new place.
-        export_ctranslate2: ``export(model_dir, out_dir, *, quantization, overwrite)``, which
-            writes a trained model directory as a CTranslate2 model (``qkv export``); ``None``:
-            the task's models cannot be exported.
+        trainer / runner / exporter: where the task's training function
+            (``train(run: TrainingRun) -> Trained``), its runner class (with ``load``) and its
+            CTranslate2 export (``export(model_dir, out_dir, *, quantization, overwrite)``,
+            ``qkv export``; ``None``: its models cannot be exported) live, as
+            ``"module:name"``. They are imported when called, so reading a task's sections (a
+            YAML file being parsed) imports none of its training, data or model code.
         precisions: whether ``load`` takes ``precision=`` (``"float32"``, ``"bfloat16"``,
             ``"int8"``; :mod:`qkv.layers.packed_linear`): the weights its decoding reads
             (``qkv serve --precision``).
@@ -205,8 +209,8 @@ class TaskSpec:
     input: Literal["text", "image"]
     families: tuple[str, ...]
     sections: Mapping[str, type]
-    train: Callable[..., Any]
-    load: Callable[[str | Path], Any]
+    trainer: str
+    runner: str
     model_keys: frozenset[str] = frozenset()
     evaluate_options: frozenset[str] = frozenset()
     view_options: frozenset[str] = frozenset()
@@ -214,10 +218,13 @@ class TaskSpec:
     generates: bool = False
     train_settings: frozenset[str] = frozenset(TASK_SETTINGS)
     moved_model_keys: Mapping[str, str] = field(default_factory=dict)
-    export_ctranslate2: Callable[..., Any] | None = None
+    exporter: str | None = None
     precisions: bool = False
 
     def __post_init__(self) -> None:
+        for ref in (self.trainer, self.runner, self.exporter):
+            if ref is not None and (not isinstance(ref, str) or ref.count(":") != 1):
+                raise ValueError(f"task {self.name}: {ref!r} is not a 'module:name' reference")
         if not self.train_settings <= set(TASK_SETTINGS):
             raise ValueError(
                 f"task {self.name}: unknown train setting(s) "
@@ -228,6 +235,22 @@ class TaskSpec:
         )
         if odd:
             raise ValueError(f"task {self.name}: unknown option(s) {sorted(odd)}")
+
+    def train(self, run: Any) -> Any:
+        """Train the run (a :class:`~qkv.tasks.run_skeleton.TrainingRun` of this task's
+        configuration); returns its :class:`~qkv.tasks.run_skeleton.Trained`."""
+        return resolve(self.trainer)(run)
+
+    def load(self, model_dir: str | Path, **options: Any) -> Any:
+        """The trained model in ``model_dir`` as this task's runner (``precision=`` where
+        :attr:`precisions`)."""
+        return resolve(self.runner).load(model_dir, **options)
+
+    @property
+    def export_ctranslate2(self) -> Callable[..., Any] | None:
+        """The task's CTranslate2 export function, or ``None`` when its models cannot be
+        exported."""
+        return None if self.exporter is None else resolve(self.exporter)
 
     @property
     def plural(self) -> str:
@@ -249,6 +272,12 @@ class TaskSpec:
             raise ValueError(
                 f"{command} {_flags(refused)}: {_flags(others)} {verb} not for {self.plural}"
             )
+
+
+def resolve(ref: str) -> Any:
+    """The object a ``"module:name"`` reference names, its module imported now."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _flags(names: Sequence[str]) -> str:

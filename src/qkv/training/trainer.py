@@ -78,6 +78,7 @@ class TrainingLoop:
         progress: bool = False,
         count_tokens: Callable[[Any], int] | None = None,
         distributed: Distributed | None = None,
+        device: torch.device | None = None,
     ) -> None:
         self.dist = distributed or Distributed()
         if count_tokens is None and (config.accumulate > 1 or self.dist.world > 1):
@@ -86,7 +87,8 @@ class TrainingLoop:
         self.count_tokens, self.evaluate_fn = count_tokens, evaluate
         self.metric, self.higher_is_better = metric, higher_is_better
         self.on_best, self.on_snapshot, self.resumed = on_best, on_snapshot, resume
-        self.device = training_device(config, self.dist)
+        # The caller's device when it has resolved one (a TrainingRun has), else resolved here.
+        self.device = device if device is not None else training_device(config, self.dist)
         if config.precision == "bf16":
             warn_if_slow_bfloat16(self.device, "train.precision=bf16")
         model.to(self.device)
@@ -354,6 +356,7 @@ def train(
     progress: bool = False,
     count_tokens: Callable[[Any], int] | None = None,
     distributed: Distributed | None = None,
+    device: torch.device | None = None,
 ) -> TrainResult:
     """Train ``model`` until a budget runs out, validation stops improving, or a signal.
 
@@ -383,6 +386,7 @@ def train(
         distributed: this process's place under torchrun; the model is wrapped in
             ``DistributedDataParallel``, each rank trains on its shard of every epoch, rank 0
             alone evaluates, writes and decides when to stop.
+        device: where to train, when the caller has resolved it; ``None``: from ``config``.
     """
     loop = TrainingLoop(
         model,
@@ -400,6 +404,7 @@ def train(
         progress=progress,
         count_tokens=count_tokens,
         distributed=distributed,
+        device=device,
     )
     return loop.run()
 

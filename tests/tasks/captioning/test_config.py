@@ -13,14 +13,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from qkv.tasks.captioning.task import (
-    OBJECTIVE_WEIGHTS,
-    Captioner,
-    CaptionTrainConfig,
-    train_captioner,
-)
+from qkv.tasks.captioning.config import OBJECTIVE_WEIGHTS, CaptionTrainConfig
+from qkv.tasks.captioning.runner import Captioner
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import load_model_run_config, resume_config
+from qkv.tasks.run_skeleton import run_training
 from qkv.training.state import latest_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -72,8 +69,8 @@ def test_a_run_saved_with_the_weights_under_model_loads_evaluates_and_resumes_as
         "data.test_strips=30",
     ]
     whole, split = tmp_path / "whole", tmp_path / "split"
-    train_captioner(load_run_config(TINY, [f"out_dir={whole}", *settings, "train.max_steps=6"]))
-    train_captioner(load_run_config(TINY, [f"out_dir={split}", *settings, "train.max_steps=3"]))
+    run_training(load_run_config(TINY, [f"out_dir={whole}", *settings, "train.max_steps=6"]))
+    run_training(load_run_config(TINY, [f"out_dir={split}", *settings, "train.max_steps=3"]))
     before = Captioner.load(whole).evaluate("test")
 
     old = tmp_path / "old"
@@ -87,7 +84,7 @@ def test_a_run_saved_with_the_weights_under_model_loads_evaluates_and_resumes_as
 
     # The stopped run, saved the old way, resumes with its own weights (not the defaults).
     _as_saved_before_the_move(split)
-    resumed = train_captioner(resume_config(split, ["train.max_steps=6"]), resume=True)
+    resumed = run_training(resume_config(split, ["train.max_steps=6"]), resume=True)
     assert resumed.result.steps == 6
     a = load_file(latest_checkpoint(whole) / "model.safetensors")
     b = load_file(latest_checkpoint(split) / "model.safetensors")

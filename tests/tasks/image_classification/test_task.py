@@ -12,13 +12,10 @@ import pytest
 import torch
 
 from qkv.data.images.datasets import load_digits
-from qkv.tasks.image_classification.task import (
-    ImageClassifier,
-    image_batches,
-    to_model_input,
-    train_image_classifier,
-)
+from qkv.tasks.image_classification.runner import ImageClassifier, to_model_input
+from qkv.tasks.image_classification.train import image_batches, train_image_classifier
 from qkv.tasks.run_config import run_config_from_dict
+from qkv.tasks.run_skeleton import TrainingRun, run_training
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
@@ -69,7 +66,7 @@ def digits():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, digits):
     out = tmp_path_factory.mktemp("vit") / "run"
-    result = train_image_classifier(_config(out), dataset=digits)
+    result = train_image_classifier(TrainingRun(_config(out)), dataset=digits)
     return out, result
 
 
@@ -148,7 +145,7 @@ def test_bad_inputs_are_named(trained, tmp_path):
     with pytest.raises(ValueError, match="image size 9x8 is not a multiple of the 2-pixel"):
         classifier.predict(torch.zeros(1, 1, 9, 8, dtype=torch.uint8))
     with pytest.raises(ValueError, match="needs task image_classification"):
-        train_image_classifier(
+        run_training(
             run_config_from_dict(
                 {"task": "classification", "model": {"family": "encoder_classifier"}}
             )
@@ -178,5 +175,5 @@ def test_non_square_folder_images_are_refused(tmp_path):
     raw = config.to_dict()
     raw["data"] = {"corpus": "folder", "options": {"path": str(tmp_path / "imgs")}}
     with pytest.raises(ValueError, match=r"images are 8x12 \(height x width\).*size: 32"):
-        train_image_classifier(run_config_from_dict(raw))
+        run_training(run_config_from_dict(raw))
     assert not (tmp_path / "run" / "config.json").exists()  # nothing written

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from qkv.decoding.sampling import SamplingConfig
-from qkv.tasks.language_model.task import LanguageModel, lm_batches, train_language_model
+from qkv.tasks.language_model.inputs import lm_batches
+from qkv.tasks.language_model.runner import LanguageModel
 from qkv.tasks.run_config import run_config_from_dict
+from qkv.tasks.run_skeleton import run_training
 
 LINE = string.ascii_lowercase + "\n"
 
@@ -53,7 +55,7 @@ def config(tmp_path, **train):
 def trained(tmp_path_factory):
     torch.set_num_threads(1)
     tmp = tmp_path_factory.mktemp("lm")
-    result = train_language_model(config(tmp))
+    result = run_training(config(tmp))
     return result, LanguageModel.load(result.model_dir)
 
 
@@ -120,7 +122,7 @@ def test_a_byte_level_bpe_model_trains_generates_and_counts_characters(tmp_path)
     cfg = config(tmp_path, max_steps=20, eval_every=20)
     raw = cfg.to_dict()
     raw["data"] = {**raw["data"], "tokenizer": "bpe", "vocab_size": 300}
-    result = train_language_model(run_config_from_dict(raw))
+    result = run_training(run_config_from_dict(raw))
     lm = LanguageModel.load(result.model_dir)
     assert text.is_file() and lm.tokenizer.vocab_size <= 300
     (out,) = lm.generate(["abc"], SamplingConfig(max_new_tokens=5, temperature=0.0))

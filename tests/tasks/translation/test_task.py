@@ -11,8 +11,10 @@ from safetensors.torch import load_file
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
+from qkv.tasks.run_skeleton import run_training
 from qkv.tasks.translation import runner as translator_module
-from qkv.tasks.translation.task import Translator, evaluate_translation, train_translation
+from qkv.tasks.translation.runner import Translator
+from qkv.tasks.translation.train import evaluate_translation
 from qkv.training import trainer
 from qkv.training.checkpoint import CheckpointError
 from tests.training.test_trainer import FakeClock
@@ -38,7 +40,7 @@ def snapshotted_run(tmp_path_factory):
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(trainer.CLOCKS, "cpu", FakeClock(tick=3.0))  # 3 s of "CPU" per step
-        trained = train_translation(config)
+        trained = run_training(config)
     return out, trained
 
 

@@ -1,23 +1,14 @@
-"""Dialogue: the reply to the previous turns of a conversation, with the machinery of
-:mod:`qkv.tasks.summarisation.task` (the same models, vocabulary, loss and beam search; the
-previous turns joined by ``<turn>`` are the source). Data: :mod:`qkv.data.pairs.dialogue` (the
-speeches of the plays, split by play) or a user's TSV of ``context<TAB>reply`` lines.
-"""
+"""The dialogue task: its spec. It trains and runs with the summarisation task's machinery
+(:func:`~qkv.tasks.dialogue.train.train_replier`,
+:class:`~qkv.tasks.summarisation.runner.Replier`)."""
 
 from __future__ import annotations
 
-from qkv.tasks.run_config import RunConfig
-from qkv.tasks.run_skeleton import Trained
-from qkv.tasks.summarisation.runner import Replier
-from qkv.tasks.summarisation.task import text_to_text_spec, train_text_to_text
+from qkv.tasks.summarisation.task import text_to_text_spec
 
-__all__ = ["train_replier"]
-
-
-def train_replier(config: RunConfig, **options) -> Trained:
-    """:func:`~qkv.tasks.summarisation.task.train_text_to_text` for a
-    :class:`~qkv.tasks.summarisation.runner.Replier`."""
-    return train_text_to_text(config, Replier, **options)
-
-
-TASK = text_to_text_spec(Replier, "dialogue model", train_replier)
+TASK = text_to_text_spec(
+    "dialogue",
+    "dialogue model",
+    trainer="qkv.tasks.dialogue.train:train_replier",
+    runner="qkv.tasks.summarisation.runner:Replier",
+)

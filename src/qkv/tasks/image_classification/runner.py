@@ -13,9 +13,10 @@ from torch import Tensor, nn
 from qkv.attention.rollout import attention_rollout
 from qkv.data.images.datasets import ImageDataset, decode_image, load_image_dataset, read_image
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.classification.task import ClassificationEvaluation, Prediction
+from qkv.tasks.classification.train import ClassificationEvaluation, Prediction
+from qkv.tasks.image_classification.config import ImageDataConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, path_list
-from qkv.tasks.run_config import ImageDataConfig, PredictConfig, RunConfig
+from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     LABELS_FILE,
@@ -23,6 +24,7 @@ from qkv.tasks.run_dir import (
     check_split,
     load_model_run_config,
 )
+from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json
 

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from qkv.data.tokens.chars import CharTokenizer, is_char_vocabulary
 from qkv.data.tokens.subword import SubwordTokenizer
-from qkv.tasks.run_config import LMDataConfig
+from qkv.tasks.language_model.config import LMDataConfig
 
 Tokenizer = CharTokenizer | SubwordTokenizer
 

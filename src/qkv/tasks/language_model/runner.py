@@ -29,8 +29,9 @@ from qkv.tasks.input_checks import (
     refuse_absurd,
     text_list,
 )
+from qkv.tasks.language_model.config import LMDataConfig
 from qkv.tasks.language_model.inputs import Tokenizer, lm_batches, lm_loss, load_tokenizer
-from qkv.tasks.run_config import LMDataConfig, RunConfig
+from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
     TOKENIZER_FILE,

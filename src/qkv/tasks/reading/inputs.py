@@ -30,7 +30,8 @@ from qkv.data.reading.cloze import ClozeQuestion, load_cloze
 from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.data.reading.squad import SpanQuestion, load_span_corpus
 from qkv.data.tokens.words import word_spans
-from qkv.tasks.run_config import RunConfig, check_vocab_size
+from qkv.tasks.run_config import RunConfig
+from qkv.tasks.sections import check_vocab_size
 
 logger = logging.getLogger(__name__)
 

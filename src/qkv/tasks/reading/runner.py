@@ -43,8 +43,9 @@ from qkv.tasks.reading.inputs import (
 )
 from qkv.tasks.reading.subwords import SubwordReading
 from qkv.tasks.reading.words import WordReading
-from qkv.tasks.run_config import PredictConfig, RunConfig
+from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model_run_config
+from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
 from qkv.training.checkpoint import CheckpointError, load_weights
 

@@ -29,7 +29,7 @@ from qkv.data.pairs.batching import plan_by_cost
 from qkv.data.pairs.summary_words import SummaryVocab, summary_tokens
 from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.layers.copy import gold_log_probs
-from qkv.tasks.run_config import MAX_BEAM_SIZE
+from qkv.tasks.translation.config import MAX_BEAM_SIZE
 from qkv.training.config import TrainConfig
 from qkv.training.losses import sequence_cross_entropy
 

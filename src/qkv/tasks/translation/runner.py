@@ -30,7 +30,6 @@ from qkv.tasks.input_checks import (
     text_list,
     warn_unknown,
 )
-from qkv.tasks.run_config import DataConfig, DecodeConfig
 from qkv.tasks.run_dir import (
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
@@ -39,6 +38,7 @@ from qkv.tasks.run_dir import (
     load_model_run_config,
 )
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.training.checkpoint import load_weights
 
 # The attentions of a translation model, in the order shown: (id, title, queries, keys) with

@@ -1,0 +1,53 @@
+"""Sections more than one task reads: the ``data:`` section of the encoder tasks (classification,
+tagging, named entities), the ``decode:`` section of tasks that predict without search, and the
+vocabulary size check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from qkv.data.tokens.subword import MAX_VOCAB_SIZE
+
+
+def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
+    """``data.vocab_size`` between ``smallest`` and :data:`MAX_VOCAB_SIZE` (the tokenizers
+    library aborts the process, with no error to catch, on a vocabulary it cannot allocate)."""
+    if not smallest <= value <= MAX_VOCAB_SIZE:
+        raise ValueError(
+            f"data.vocab_size must be between {smallest} and {MAX_VOCAB_SIZE:,}{what}, got {value}"
+        )
+
+
+@dataclass(frozen=True)
+class EncoderDataConfig:
+    """An encoder task's data: a labelled corpus and its vocabulary.
+
+    ``tokenizer``: ``bpe`` (trained on the training text, ``vocab_size`` ids) or ``pretrained``
+    (the vocabulary of ``model.pretrained``, which a fine-tuned model must use); ``max_len``: the
+    most ids per input, specials included (longer texts are cut; long sentences to tag are
+    split into windows of whole words)."""
+
+    corpus: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str = "bpe"
+    vocab_size: int = 8000
+    max_len: int = 128
+
+    def __post_init__(self) -> None:
+        if self.tokenizer not in ("bpe", "pretrained"):
+            raise ValueError(f"data.tokenizer must be bpe or pretrained, got {self.tokenizer!r}")
+        check_vocab_size(self.vocab_size, 16)
+        if self.max_len < 3:
+            raise ValueError(f"data.max_len must be >= 3, got {self.max_len}")
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    """How a classifier or tagger is run on many inputs."""
+
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"decode.batch_size must be >= 1, got {self.batch_size}")

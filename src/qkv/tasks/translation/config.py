@@ -1,0 +1,77 @@
+"""The sections of a translation run: ``data:`` (the parallel corpus, its BPE vocabulary) and
+``decode:`` (beam search)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from qkv.tasks.sections import check_vocab_size
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    corpus: str = "bible"
+    options: dict[str, Any] = field(default_factory=dict)
+    vocab_size: int = 8000
+    shared_vocab: bool = True
+    max_len: int = 128  # subword tokens per side; longer training pairs are dropped
+    valid_bleu_sentences: int = 200  # greedy-decoded during training to pick the best model
+
+    def __post_init__(self) -> None:
+        check_vocab_size(self.vocab_size, 16)
+        if self.max_len < 2:
+            raise ValueError(f"data.max_len must be >= 2, got {self.max_len}")
+        if self.valid_bleu_sentences < 0:
+            raise ValueError(
+                f"data.valid_bleu_sentences must be >= 0, got {self.valid_bleu_sentences}"
+            )
+
+
+MAX_BEAM_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.5  # max output length = a * source length + b
+    max_len_b: int = 10
+    batch_size: int = 32
+    # Beam search stops a sentence once ceil(patience * beam_size) hypotheses have finished
+    # (qkv.decoding.beam; 1.0 is CTranslate2's rule); None: the exact search.
+    patience: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.patience is not None and (
+            isinstance(self.patience, bool)
+            or not isinstance(self.patience, int | float)
+            or not (math.isfinite(self.patience) and self.patience > 0)
+        ):
+            raise ValueError(f"decode.patience must be a number > 0 or null, got {self.patience!r}")
+        if not 1 <= self.beam_size <= MAX_BEAM_SIZE:
+            raise ValueError(
+                f"decode.beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}"
+            )
+        if self.length_penalty < 0:
+            raise ValueError(f"decode.length_penalty must be >= 0, got {self.length_penalty}")
+        if self.max_len_a <= 0 or self.max_len_b < 0 or self.batch_size < 1:
+            raise ValueError(
+                f"decode needs max_len_a > 0, max_len_b >= 0, batch_size >= 1; got "
+                f"{self.max_len_a}, {self.max_len_b}, {self.batch_size}"
+            )
+
+    def max_len(self, source_len: int) -> int:
+        return int(self.max_len_a * source_len + self.max_len_b)
+
+    def sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
+        """The beam and batch sizes a call asked for, else these defaults; out of range is a
+        ``ValueError`` naming the value."""
+        beam_size = self.beam_size if beam_size is None else beam_size
+        batch_size = self.batch_size if batch_size is None else batch_size
+        if not 1 <= beam_size <= MAX_BEAM_SIZE:
+            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        return beam_size, batch_size
