@@ -81,8 +81,8 @@ def translation(model_dir: Path, reps: int, work: Path, limit: int | None = None
     from qkv.ctranslate2.export import export_model, token_strings
     from qkv.data import load_corpus
     from qkv.evaluation.bleu import corpus_scores
-    from qkv.tasks.translation.runner import Translator
     from qkv.tasks.translation import runner as translator_module
+    from qkv.tasks.translation.runner import Translator
 
     qkv = {p: Translator.load(model_dir, precision=p) for p in ("float32", "bfloat16", "int8")}
     patient = {p: Translator.load(model_dir, precision=p) for p in qkv}

@@ -69,7 +69,7 @@ def test_training_learns_far_beyond_chance_and_writes_the_model_dir(trained):
         run_training(tiny_config(out))
     # A run names its task: a captioner under another task's name is refused when the run is
     # built (before the layout change, the captioning trainer refused the other task).
-    with pytest.raises(ValueError, match="classification trains model.family encoder_classifier"):
+    with pytest.raises(ValueError, match=r"classification trains model\.family encoder_classifier"):
         run_training(dataclasses.replace(tiny_config(out), task="classification"))
 
 
