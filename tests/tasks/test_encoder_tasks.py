@@ -22,12 +22,13 @@ from qkv.data.labelled.tagged import load_tagging_corpus
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.classification.config import ClassificationTrainConfig
-from qkv.tasks.classification.train import Classifier, classification_loss
+from qkv.tasks.classification.runner import Classifier
+from qkv.tasks.classification.train import classification_loss
 from qkv.tasks.encoder_inputs import collate, split_words
 from qkv.tasks.input_checks import InputWarning
 from qkv.tasks.run_config import load_run_config, run_config_from_dict
 from qkv.tasks.run_skeleton import run_training
-from qkv.tasks.tagging.train import Tagger
+from qkv.tasks.tagging.runner import Tagger
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

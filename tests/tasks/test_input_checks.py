@@ -16,7 +16,7 @@ import torch
 from qkv.decoding.sampling import SamplingConfig
 from qkv.tasks.captioning import runner as captioner_module
 from qkv.tasks.captioning.runner import Captioner
-from qkv.tasks.classification.train import Classifier
+from qkv.tasks.classification.runner import Classifier
 from qkv.tasks.image_classification import task as image_classification
 from qkv.tasks.image_classification.runner import ImageClassifier
 from qkv.tasks.input_checks import (
@@ -28,7 +28,7 @@ from qkv.tasks.input_checks import (
     text_list,
 )
 from qkv.tasks.language_model.runner import LanguageModel
-from qkv.tasks.tagging.train import Tagger
+from qkv.tasks.tagging.runner import Tagger
 from qkv.tasks.translation.runner import Translator
 from tests.tasks.tiny_models import train_tiny
 

@@ -52,7 +52,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 
 def run_classify(args: argparse.Namespace) -> int:
-    from qkv.tasks.classification.train import Classifier
+    from qkv.tasks.classification.runner import Classifier
 
     texts = _texts(args)
     classifier = Classifier.load(args.model)

@@ -9,6 +9,9 @@ from typing import Any
 
 from qkv.data.tokens.subword import MAX_VOCAB_SIZE
 
+# The widest beam a decode section may ask for.
+MAX_BEAM_SIZE = 1000
+
 
 def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
     """``data.vocab_size`` between ``smallest`` and :data:`MAX_VOCAB_SIZE` (the tokenizers

@@ -13,7 +13,8 @@ from qkv.data.errors import DataError
 from qkv.data.labelled.word_shape import word_shape
 from qkv.data.tokens.subword import SubwordTokenizer
 from qkv.tasks.encoder_inputs import TextInputs
-from qkv.tasks.reading.inputs import ReadingDataConfig, ReadingExample, Window
+from qkv.tasks.reading.config import ReadingDataConfig
+from qkv.tasks.reading.inputs import ReadingExample, Window
 from qkv.tasks.reading.runner import Answer, Reader
 from qkv.tasks.reading.subwords import SubwordReading, passage_windows
 

@@ -10,10 +10,12 @@ from qkv.data.pairs.summary_words import SummaryVocab
 from qkv.data.tokens.special import SPECIAL_TOKENS
 from qkv.layers.copy import gold_log_probs
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
-from qkv.tasks.summarisation.inputs import (
+from qkv.tasks.summarisation.config import (
     SummaryDataConfig,
     SummaryDecodeConfig,
     SummaryTrainConfig,
+)
+from qkv.tasks.summarisation.inputs import (
     collate_examples,
     encode_example,
     example_batches,

@@ -9,7 +9,7 @@ import torch
 from qkv.data.pairs.summary_words import SummaryVocab
 from qkv.data.tokens.special import SPECIAL_TOKENS
 from qkv.models.seq2seq_rnn import Seq2SeqRNN, Seq2SeqRNNConfig
-from qkv.tasks.summarisation.inputs import SummaryDecodeConfig
+from qkv.tasks.summarisation.config import SummaryDecodeConfig
 from qkv.tasks.summarisation.runner import Response, Summariser, score_outputs
 
 VOCAB = SummaryVocab([*SPECIAL_TOKENS, "the", "king", "went"])

@@ -168,7 +168,8 @@ class ImageDataset:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """``(C, H, W)`` of every image."""
-        return tuple(self.train_images.shape[1:])  # type: ignore[return-value]
+        c, h, w = self.train_images.shape[1:]  # four dimensions, checked in __post_init__
+        return c, h, w
 
     @property
     def num_classes(self) -> int:
@@ -199,7 +200,7 @@ def hold_out(
     """
     if not 0 <= fraction * n_splits < 1:
         raise DataError(f"{n_splits} held-out splits of {fraction} leave no training data")
-    parts: list[list[int]] = [[] for _ in range(n_splits + 1)]
+    parts: list[list[np.integer]] = [[] for _ in range(n_splits + 1)]
     for label in np.unique(labels):
         members = sorted(np.flatnonzero(labels == label), key=lambda i: (stable_hash(keys[i]), i))
         k = round(fraction * len(members))
@@ -219,10 +220,24 @@ def _dataset(
 ) -> ImageDataset:
     """Split ``images`` ``(N, C, H, W)`` / ``labels`` ``(N,)`` 80/10/10 by :func:`hold_out`."""
     valid, test, train = hold_out(labels, keys)
-    parts = []
-    for index in (train, valid, test):
-        parts += [torch.from_numpy(images[index]), torch.from_numpy(labels[index].astype(np.int64))]
-    return ImageDataset(name, classes, *parts, split_note=HOLD_OUT_NOTE.format(key=key_note))
+
+    def tensors(index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy(images[index]), torch.from_numpy(labels[index].astype(np.int64))
+
+    train_images, train_labels = tensors(train)
+    valid_images, valid_labels = tensors(valid)
+    test_images, test_labels = tensors(test)
+    return ImageDataset(
+        name,
+        classes,
+        train_images=train_images,
+        train_labels=train_labels,
+        valid_images=valid_images,
+        valid_labels=valid_labels,
+        test_images=test_images,
+        test_labels=test_labels,
+        split_note=HOLD_OUT_NOTE.format(key=key_note),
+    )
 
 
 # --------------------------------------------------------------------- Fashion-MNIST

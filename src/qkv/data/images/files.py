@@ -151,7 +151,7 @@ def decode_image(
         raise DataError(f"channels must be 1 or 3, got {channels}")
     target = parse_size(size)
     try:
-        image = Image.open(io.BytesIO(data))  # reads the header only
+        image: Image.Image = Image.open(io.BytesIO(data))  # reads the header only
     except Image.UnidentifiedImageError:
         raise DataError(f"{name}: not a readable image (no image format Pillow knows)") from None
     except (OSError, ValueError, Image.DecompressionBombError) as error:

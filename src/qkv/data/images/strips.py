@@ -175,7 +175,8 @@ class Strips:
     @property
     def tile_shape(self) -> tuple[int, int, int]:
         """``(C, H, W)`` of one tile."""
-        return tuple(self.tiles.shape[2:])  # type: ignore[return-value]
+        c, h, w = self.tiles.shape[2:]  # tiles are (N, K, C, H, W)
+        return c, h, w
 
     def strip(self, index: int) -> Tensor:
         """The pixels of strip ``index``: ``(C, H, n W)`` uint8."""
@@ -186,8 +187,15 @@ class Strips:
     def subset(self, rows: slice | Sequence[int]) -> Strips:
         """The strips ``rows`` (a slice or indices), in that order."""
         index = rows if isinstance(rows, slice) else torch.as_tensor(rows, dtype=torch.long)
-        fields = ("tiles", "labels", "sources", "counts", "words", "word_tiles")
-        return Strips(*(getattr(self, f)[index] for f in fields), split=self.split)
+        return Strips(
+            tiles=self.tiles[index],
+            labels=self.labels[index],
+            sources=self.sources[index],
+            counts=self.counts[index],
+            words=self.words[index],
+            word_tiles=self.word_tiles[index],
+            split=self.split,
+        )
 
     def caption(self, index: int) -> list[int]:
         """The word ids of strip ``index`` (no ``<bos>``/``<eos>``)."""

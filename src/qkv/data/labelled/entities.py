@@ -98,7 +98,9 @@ def _corpus(
         logger.warning("%s: repaired %d invalid tag(s) as conlleval reads them", where, repairs)
         note += f"; {repairs} invalid tag(s) repaired"
     tags = tuple(sorted({t for s in SPLITS for sentence in parts[s] for t in sentence.tags}))
-    return TaggingCorpus(name, tags, *(parts[s] for s in SPLITS), split_note=note)
+    return TaggingCorpus(
+        name, tags, train=parts["train"], valid=parts["valid"], test=parts["test"], split_note=note
+    )
 
 
 def _split_by_hash(sentences: Sequence[TaggedSentence]) -> dict[str, list[TaggedSentence]]:

@@ -220,7 +220,9 @@ def load_rotten_tomatoes() -> ClassificationCorpus:
     return ClassificationCorpus(
         "rotten_tomatoes",
         ("fresh", "rotten"),
-        *(parts[s] for s in SPLITS),
+        train=parts["train"],
+        valid=parts["valid"],
+        test=parts["test"],
         split_note="held out by film: groups of films sharing a snippet, in stable_hash order "
         "of their first film, fill valid to 10% of the snippets, then test, the rest is train",
     )
@@ -258,7 +260,9 @@ def load_pang_lee(tarball: str | None = None) -> ClassificationCorpus:
     return ClassificationCorpus(
         "pang_lee",
         ("negative", "positive"),
-        *(parts[s] for s in SPLITS),
+        train=parts["train"],
+        valid=parts["valid"],
+        test=parts["test"],
         split_note="split_of(sentence text), about 80/10/10",
     )
 
@@ -310,8 +314,11 @@ def _read_rows(
     sep = _delimiter_for(path, delimiter)
     # Tab-separated files are read literally (quotes are text); comma-separated ones use CSV
     # quoting, so a text may hold commas, quotes and line breaks inside "...".
-    quoting = csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, quoting=quoting)
+    reader = csv.reader(
+        io.StringIO(text, newline=""),
+        delimiter=sep,
+        quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL,
+    )
     rows_read = _checked_rows(reader, path)
     header = next(rows_read, None)
     if not header or not any(h.strip() for h in header):
@@ -391,16 +398,16 @@ def load_labelled_file(
             test that train lacks (file and line of its first use named).
     """
     path = Path(path)
-    options = {"text_column": text_column, "label_column": label_column, "delimiter": delimiter}
+    columns = (text_column, label_column, delimiter)
     rows: dict[str, list[tuple[Path, int, LabelledText]]] = {s: [] for s in SPLITS}
-    for line, item in _read_rows(path, **options):
+    for line, item in _read_rows(path, *columns):
         bucket = split_of(item.text)
         given = {"valid": valid, "test": test}.get(bucket)
         rows["train" if given is not None else bucket].append((path, line, item))
     for split, other in (("valid", valid), ("test", test)):
         if other is not None:
             other = Path(other)
-            rows[split] = [(other, line, item) for line, item in _read_rows(other, **options)]
+            rows[split] = [(other, line, item) for line, item in _read_rows(other, *columns)]
     for split in SPLITS:
         if not rows[split]:
             raise DataError(
@@ -416,10 +423,13 @@ def load_labelled_file(
                     f"data; its labels: {', '.join(labels)}"
                 )
     given_note = ", ".join(f"{s} from {f}" for s, f in (("valid", valid), ("test", test)) if f)
+    items = {s: [item for _, _, item in rows[s]] for s in SPLITS}
     return ClassificationCorpus(
         path.stem,
         labels,
-        *([item for _, _, item in rows[s]] for s in SPLITS),
+        train=items["train"],
+        valid=items["valid"],
+        test=items["test"],
         split_note=given_note or "split_of(text) of the one file, about 80/10/10",
     )
 

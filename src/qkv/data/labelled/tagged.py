@@ -140,7 +140,9 @@ class TaggingCorpus:
 
 def _with_tags(name: str, parts: dict[str, list[TaggedSentence]], note: str) -> TaggingCorpus:
     tags = tuple(sorted({t for s in SPLITS for sentence in parts[s] for t in sentence.tags}))
-    return TaggingCorpus(name, tags, *(parts[s] for s in SPLITS), split_note=note)
+    return TaggingCorpus(
+        name, tags, train=parts["train"], valid=parts["valid"], test=parts["test"], split_note=note
+    )
 
 
 # --------------------------------------------------------------------- reading

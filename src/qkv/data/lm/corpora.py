@@ -74,9 +74,12 @@ def load_kjv() -> TextCorpus:
     parts: dict[str, list[str]] = {"train": [], "valid": [], "test": []}
     for book, chapter, text in rows:
         parts[bible_split_of(book, chapter)].append(" ".join(text.split()))
+    train, valid, test = ("\n".join(parts[s]) + "\n" for s in ("train", "valid", "test"))
     return TextCorpus(
         "kjv",
-        *("\n".join(parts[s]) + "\n" for s in ("train", "valid", "test")),
+        train,
+        valid,
+        test,
         "held-out chapters: those of the translation corpus (bible_split_of)",
     )
 

@@ -92,6 +92,9 @@ class DocFunction:
 
 # --------------------------------------------------------------------- extraction
 
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+"""A function definition, the node a :class:`DocFunction` is read from."""
+
 _UNDERLINE = re.compile(r"\s*(-{3,}|={3,})\s*")
 
 
@@ -114,7 +117,7 @@ def split_docstring(docstring: str) -> tuple[str, str] | None:
     return summary, inspect.cleandoc("\n".join(rest))
 
 
-def _definitions(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]]:
+def _definitions(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, _Function]]:
     """``(qualname, node)`` of every function under ``node``, walking statements only."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -126,9 +129,12 @@ def _definitions(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST
             yield from _definitions(child, prefix)
 
 
-def _code_without_docstring(text: str, starts: list[int], node: ast.AST, doc: ast.AST) -> str:
+def _code_without_docstring(text: str, starts: list[int], node: _Function, doc: ast.stmt) -> str:
     """The source of the function ``node`` from the start of its ``def`` line to the end of its
     last line, without the docstring statement ``doc``, dedented by the ``def`` line's indent."""
+    # ast.parse gives every statement its end position; only hand-built nodes lack one.
+    assert node.end_lineno is not None
+    assert doc.end_lineno is not None and doc.end_col_offset is not None
 
     def offset(lineno: int, col: int) -> int:  # ast columns count UTF-8 bytes
         line = text[starts[lineno - 1] : starts[lineno]]

@@ -94,10 +94,11 @@ def _is_stub(code: str) -> bool:
     if "NotImplementedError" not in code and not _STUB_END.search(code.rsplit("\n", 1)[-1]):
         return False
     try:
-        statements = ast.parse(code).body[0].body
+        function = ast.parse(code).body[0]
     except SyntaxError:  # a signature alone: the docstring was the whole body
         return True
-    for statement in statements:
+    assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)  # a function's source
+    for statement in function.body:
         exc = getattr(statement, "exc", None)
         if not (
             isinstance(statement, ast.Pass)

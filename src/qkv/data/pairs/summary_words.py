@@ -39,7 +39,7 @@ _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[^\W\d_]+")
 
 def summary_tokens(text: str) -> list[str]:
     """The lower-cased tokens of ``text`` (module docstring); ``[]`` for blank text."""
-    tokens = []
+    tokens: list[str] = []
     for token in _TOKEN.findall(text):
         if token[0].isalpha() and not token[1:].islower() and "'" not in token:
             tokens.extend(part.lower() for part in _CAMEL.findall(token))  # camelCase, HTTPServer

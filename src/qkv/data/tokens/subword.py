@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from qkv.data.errors import DataError
 from qkv.data.tokens.special import SPECIAL_TOKENS, UNK_TOKEN
@@ -157,7 +157,11 @@ class SubwordTokenizer:
 
     @classmethod
     def _fit(
-        cls, tokenizer: tokenizers.Tokenizer, trainer: object, texts: Iterable[str], size: int
+        cls,
+        tokenizer: tokenizers.Tokenizer,
+        trainer: tokenizers.trainers.Trainer,
+        texts: Iterable[str],
+        size: int,
     ) -> SubwordTokenizer:
         counts = {"texts": 0, "chars": 0}
 
@@ -215,7 +219,8 @@ class SubwordTokenizer:
 
         ``▁`` marks the start of a word; special tokens appear as written (``<unk>``, ``</s>``).
         """
-        return [self._tokenizer.id_to_token(i) for i in self._check_ids(ids)]
+        # _check_ids keeps every id inside the vocabulary, where id_to_token never gives None.
+        return [cast(str, self._tokenizer.id_to_token(i)) for i in self._check_ids(ids)]
 
     def _check_ids(self, ids: Iterable[int]) -> list[int]:
         values = [int(i) for i in ids]

@@ -29,9 +29,8 @@ from qkv.tasks.captioning.config import CaptionDataConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
-from qkv.tasks.sections import PredictConfig
+from qkv.tasks.sections import MAX_BEAM_SIZE, PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
-from qkv.tasks.translation.config import MAX_BEAM_SIZE
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 EXTRA_WORDS = 2  # a strip of n tiles may be captioned with up to n + 2 words

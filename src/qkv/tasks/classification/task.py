@@ -1,6 +1,6 @@
-"""The classification task: its spec. Training and the runner
-(:class:`~qkv.tasks.classification.train.Classifier`) are in
-:mod:`~qkv.tasks.classification.train`."""
+"""The classification task: its spec. Training is in :mod:`~qkv.tasks.classification.train`, the
+runner (:class:`~qkv.tasks.classification.runner.Classifier`) in
+:mod:`~qkv.tasks.classification.runner`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ TASK = TaskSpec(
         "decode": PredictConfig,
     },
     trainer="qkv.tasks.classification.train:train_classifier",
-    runner="qkv.tasks.classification.train:Classifier",
+    runner="qkv.tasks.classification.runner:Classifier",
     model_keys=frozenset({"preset", "pretrained"}),
     view_options=frozenset({"layer", "heads", "pooling"}),
     train_settings=frozenset({"batch_tokens"}),

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from qkv.attention.rollout import attention_rollout
 from qkv.data.images.datasets import ImageDataset, decode_image, load_image_dataset, read_image
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.classification.train import ClassificationEvaluation, Prediction
+from qkv.tasks.classification.runner import ClassificationEvaluation, Prediction
 from qkv.tasks.image_classification.config import ImageDataConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, path_list
 from qkv.tasks.run_config import RunConfig

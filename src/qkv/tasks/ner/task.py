@@ -1,5 +1,5 @@
-"""The named-entity task: its spec. Training and the runner
-(:class:`~qkv.tasks.ner.train.EntityTagger`) are in :mod:`~qkv.tasks.ner.train`."""
+"""The named-entity task: its spec. Training is in :mod:`~qkv.tasks.ner.train`, the runner
+(:class:`~qkv.tasks.ner.runner.EntityTagger`) in :mod:`~qkv.tasks.ner.runner`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ TASK = TaskSpec(
     families=("sequence_tagger",),
     sections={"data": EntityDataConfig, "train": TrainConfig, "decode": PredictConfig},
     trainer="qkv.tasks.ner.train:train_entity_tagger",
-    runner="qkv.tasks.ner.train:EntityTagger",
+    runner="qkv.tasks.ner.runner:EntityTagger",
     model_keys=frozenset({"preset", "pretrained"}),
     view_options=frozenset({"layer", "heads"}),
 )

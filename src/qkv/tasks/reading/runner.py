@@ -32,8 +32,8 @@ from qkv.data.tokens.words import word_spans
 from qkv.evaluation.squad import SpanScores, squad_scores
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.input_checks import one_text
+from qkv.tasks.reading.config import ReadingDataConfig
 from qkv.tasks.reading.inputs import (
-    ReadingDataConfig,
     ReadingExample,
     Window,
     input_kind,

@@ -29,13 +29,8 @@ from qkv.data.labelled.word_shape import SHAPES, word_shape
 from qkv.data.pairs.batching import plan_by_cost
 from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.encoder_run import prepare_encoder
-from qkv.tasks.reading.inputs import (
-    ReadingDataConfig,
-    ReadingExample,
-    Window,
-    batch_to,
-    gold_spans,
-)
+from qkv.tasks.reading.config import ReadingDataConfig
+from qkv.tasks.reading.inputs import ReadingExample, Window, batch_to, gold_spans
 from qkv.tasks.run_dir import TOKENIZER_FILE
 from qkv.tasks.run_skeleton import TrainingRun
 

@@ -3,7 +3,7 @@ runner (:class:`~qkv.tasks.reading.runner.Reader`) in :mod:`~qkv.tasks.reading.r
 
 from __future__ import annotations
 
-from qkv.tasks.reading.inputs import (
+from qkv.tasks.reading.config import (
     CLOZE_FAMILY,
     ENCODER_SPAN_FAMILY,
     SPAN_FAMILY,

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 
 from qkv.data.errors import DataError
+from qkv.tasks.reading.config import ReadingDataConfig
 from qkv.tasks.reading.inputs import (
-    ReadingDataConfig,
     check_reading_config,
     cloze_loss,
     input_kind,

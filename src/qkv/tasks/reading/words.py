@@ -21,14 +21,8 @@ from qkv.data.tokens.word_vocab import WordVocab
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.encoder_inputs import collate
-from qkv.tasks.reading.inputs import (
-    VOCAB_FILE,
-    ReadingDataConfig,
-    ReadingExample,
-    Window,
-    batch_to,
-    gold_spans,
-)
+from qkv.tasks.reading.config import ReadingDataConfig
+from qkv.tasks.reading.inputs import VOCAB_FILE, ReadingExample, Window, batch_to, gold_spans
 from qkv.tasks.run_skeleton import TrainingRun
 
 

@@ -32,14 +32,8 @@ from qkv.models.registry import build_config, build_model
 from qkv.tasks.input_checks import LengthLimits, check_lengths, one_text, text_list, warn_unknown
 from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
-from qkv.tasks.summarisation.inputs import (
-    SummaryDataConfig,
-    SummaryDecodeConfig,
-    TextExample,
-    collate_examples,
-    encode_example,
-    text_loss,
-)
+from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
+from qkv.tasks.summarisation.inputs import TextExample, collate_examples, encode_example, text_loss
 from qkv.training.checkpoint import load_weights
 
 __all__ = ["VOCAB_FILE", "Replier", "Response", "Summariser", "TextReport", "TextToText"]

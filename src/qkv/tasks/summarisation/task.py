@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from qkv.tasks.spec import TaskSpec
-from qkv.tasks.summarisation.inputs import (
+from qkv.tasks.summarisation.config import (
     SummaryDataConfig,
     SummaryDecodeConfig,
     SummaryTrainConfig,

@@ -29,15 +29,12 @@ from qkv.data.pairs.summary_words import SummaryVocab, summary_tokens
 from qkv.data.tokens.special import PAD_ID, UNK_ID
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_skeleton import Trained, TrainingRun
-from qkv.tasks.summarisation.inputs import (
-    SummaryBatch,
+from qkv.tasks.summarisation.config import (
     SummaryDataConfig,
     SummaryDecodeConfig,
     SummaryTrainConfig,
-    encode_example,
-    example_batches,
-    text_loss,
 )
+from qkv.tasks.summarisation.inputs import SummaryBatch, encode_example, example_batches, text_loss
 from qkv.tasks.summarisation.runner import VOCAB_FILE, Summariser, TextToText
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""The tagging task (parts of speech): its spec. Training and the runner
-(:class:`~qkv.tasks.tagging.train.Tagger`) are in :mod:`~qkv.tasks.tagging.train`."""
+"""The tagging task (parts of speech): its spec. Training is in :mod:`~qkv.tasks.tagging.train`,
+the runner (:class:`~qkv.tasks.tagging.runner.Tagger`) in :mod:`~qkv.tasks.tagging.runner`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ TASK = TaskSpec(
     families=("sequence_tagger",),
     sections={"data": TaggingDataConfig, "train": TrainConfig, "decode": PredictConfig},
     trainer="qkv.tasks.tagging.train:train_tagger",
-    runner="qkv.tasks.tagging.train:Tagger",
+    runner="qkv.tasks.tagging.runner:Tagger",
     model_keys=frozenset({"preset", "pretrained"}),
     view_options=frozenset({"layer", "heads"}),
 )

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkv.tasks.sections import check_vocab_size
+from qkv.tasks.sections import MAX_BEAM_SIZE, check_vocab_size
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,6 @@ class DataConfig:
             raise ValueError(
                 f"data.valid_bleu_sentences must be >= 0, got {self.valid_bleu_sentences}"
             )
-
-
-MAX_BEAM_SIZE = 1000
 
 
 @dataclass(frozen=True)
