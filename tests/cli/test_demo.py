@@ -35,3 +35,17 @@ def test_no_command_prints_help_and_exits_2():
     result = _qkv()
     assert result.returncode == 2
     assert "demo" in result.stderr
+
+
+def test_study_scores_is_the_demo(monkeypatch, capsys):
+    """``qkv study scores`` prints what ``qkv demo`` prints, from the same study."""
+    from qkv.cli.demo import format_report
+    from qkv.cli.main import main
+    from qkv.studies import score_functions
+
+    calls = []
+    report = score_functions.DemoReport(alignments=[], speed=None)
+    monkeypatch.setattr(score_functions, "run_demo", lambda **kw: calls.append(kw) or report)
+    assert main(["study", "scores"]) == 0
+    assert capsys.readouterr().out == format_report(report) + "\n"
+    assert calls == [{}]

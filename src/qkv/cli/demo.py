@@ -10,7 +10,8 @@ from qkv.studies.score_functions import DemoReport, run_demo
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="show every score function's learned alignment and the fused path's speed",
+        help="the attention core's demonstration (also `qkv study scores`): every score "
+        "function's learned alignment and the fused path's speed",
         description="Train each score function on a known alignment task, print the alignment "
         "matrices and accuracies, and time fused multi-head attention against the naive version.",
     )

@@ -1,5 +1,6 @@
 """``qkv study length``: BLEU by source length for the fixed-context RNN, the attention RNN and
-the Transformer under one time budget."""
+the Transformer under one time budget. ``qkv study scores``: the attention core's demonstration
+(every score function learns a known alignment; the same as ``qkv demo``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import argparse
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "study",
-        help="run a documented study (length: BLEU by source length)",
-        description="Train several models with the same budget and write a table and a plot.",
+        help="run a documented study (length: BLEU by source length; scores: every score "
+        "function learns an alignment)",
+        description="length: train several models with the same budget and write a table and a "
+        "plot. scores: the attention core's demonstration, as `qkv demo` prints it (not `make "
+        "demo`, which trains the translation demo).",
     )
-    parser.add_argument("name", choices=["length"], help="which study")
+    parser.add_argument("name", choices=["length", "scores"], help="which study")
     parser.add_argument("--minutes", type=float, default=10.0, help="training minutes per model")
     parser.add_argument(
         "--configs",
@@ -30,6 +34,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.name == "scores":
+        from qkv.cli.demo import format_report
+        from qkv.studies.score_functions import run_demo
+
+        print(format_report(run_demo()))
+        return 0
     from qkv.studies.length import DEFAULT_CONFIGS, run_length_study
 
     if args.minutes <= 0:
