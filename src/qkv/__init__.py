@@ -16,9 +16,10 @@ attention core's main names (:mod:`qkv.attention`) are here too.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from qkv.lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below, for type checkers and editors only
     from qkv.attention import (  # noqa: F401
@@ -99,11 +100,4 @@ def train(
     return run_training(run, progress=progress, overwrite=overwrite).model_dir
 
 
-def __getattr__(name: str) -> Any:
-    if name in _ATTENTION:
-        return getattr(importlib.import_module("qkv.attention"), name)
-    raise AttributeError(f"module 'qkv' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(globals(), dict.fromkeys(_ATTENTION, "qkv.attention"))

@@ -36,8 +36,9 @@ for batch in batches(train, max_tokens=4096, shuffle=True, seed=0, epoch=0):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from qkv.lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below, for type checkers and editors only
     from qkv.data.errors import DataError, DatasetUnavailable  # noqa: F401
@@ -111,14 +112,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    """Import ``name`` from its module on first use (PEP 562), then keep it here."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

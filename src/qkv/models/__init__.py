@@ -8,8 +8,7 @@ Every family is exported here; each is imported on first use, so ``import qkv.mo
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from qkv.lazy import lazy_exports
 
 # Exported name -> the module that defines it.
 _EXPORTS = {
@@ -48,11 +47,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'qkv.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
