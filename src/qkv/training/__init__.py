@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from qkv.lazy import lazy_exports
 
-if TYPE_CHECKING:
-    from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
-    from qkv.training.config import TrainConfig, TrainResult
-    from qkv.training.distributed import Distributed
-    from qkv.training.losses import sequence_cross_entropy
-    from qkv.training.trainer import TrainingLoop, train
+if TYPE_CHECKING:  # the names below, for type checkers and editors only
+    from qkv.training.checkpoint import CheckpointError, load_weights, save_weights  # noqa: F401
+    from qkv.training.config import TrainConfig, TrainResult  # noqa: F401
+    from qkv.training.distributed import Distributed  # noqa: F401
+    from qkv.training.losses import sequence_cross_entropy  # noqa: F401
+    from qkv.training.trainer import TrainingLoop, train  # noqa: F401
 
 _EXPORTS = {
     "CheckpointError": "qkv.training.checkpoint",
