@@ -19,6 +19,7 @@ from typing import Any
 
 from torch import Tensor
 
+from qkv.interop import hf_import
 from qkv.interop.hf_folder import read_hf_folder
 from qkv.models.bert.model import BertConfig, BertEncoder
 
@@ -67,17 +68,7 @@ class BertImportError(ValueError):
 
 def bert_config(hf: dict[str, Any]) -> BertConfig:
     """qkv's config for a ``BertConfig`` dictionary (``config.json`` or ``to_dict()``)."""
-    for key, expected in UNSUPPORTED.items():
-        if key in hf and hf[key] != expected:
-            raise BertImportError(
-                f"BERT config {key}={hf[key]!r} is not supported (only {expected!r})"
-            )
-    activation = hf.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise BertImportError(
-            f"BERT config hidden_act={activation!r} is not supported; known: "
-            f"{', '.join(ACTIVATIONS)}"
-        )
+    activation = hf_import.checked_activation(hf, UNSUPPORTED, ACTIVATIONS, "BERT", BertImportError)
     try:
         return BertConfig(
             vocab_size=hf["vocab_size"],
@@ -88,7 +79,7 @@ def bert_config(hf: dict[str, Any]) -> BertConfig:
             max_position_embeddings=hf["max_position_embeddings"],
             type_vocab_size=hf.get("type_vocab_size", 2),
             layer_norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
-            activation=ACTIVATIONS[activation],
+            activation=activation,
             dropout=float(hf.get("hidden_dropout_prob", 0.1)),
             attention_dropout=float(hf.get("attention_probs_dropout_prob", 0.1)),
             pad_token_id=hf.get("pad_token_id") or 0,
@@ -113,15 +104,10 @@ def bert_state_dict(hf: dict[str, Tensor], config: BertConfig) -> dict[str, Tens
             for kind in ("weight", "bias"):
                 names[f"encoder.layer.{i}.{theirs}.{kind}"] = f"encoder.layers.{i}.{mine}.{kind}"
     missing = sorted(prefix + k for k in names if prefix + k not in hf)
-    if missing:
-        raise BertImportError(f"BERT weights lack {len(missing)} tensor(s): {', '.join(missing)}")
     ours = {prefix + k for k in names} | {prefix + b for b in BUFFERS}
     unexpected = sorted(k for k in hf if k.startswith(prefix) and k not in ours)
-    if unexpected:
-        raise BertImportError(
-            f"unexpected tensor(s) in the BERT weights (a different layout, or more layers than "
-            f"num_hidden_layers={config.num_layers}): {', '.join(unexpected)}"
-        )
+    hint = f"a different layout, or more layers than num_hidden_layers={config.num_layers}"
+    hf_import.check_names(missing, unexpected, "BERT", BertImportError, hint)
     head = sorted(k for k in hf if not k.startswith(prefix))
     if head:
         logger.info("left out %d tensors of a task head: %s", len(head), ", ".join(head))
@@ -130,24 +116,13 @@ def bert_state_dict(hf: dict[str, Tensor], config: BertConfig) -> dict[str, Tens
 
 def _load(config: BertConfig, weights: dict[str, Tensor]) -> BertEncoder:
     model = BertEncoder(config)
-    state = bert_state_dict(weights, config)
-    expected = model.state_dict()
-    for key, tensor in state.items():
-        if tensor.shape != expected[key].shape:
-            raise BertImportError(
-                f"{key}: BERT weight of shape {tuple(tensor.shape)}, the config needs "
-                f"{tuple(expected[key].shape)}"
-            )
-    model.load_state_dict(state, strict=True)
-    return model.eval()
+    return hf_import.load_checked(model, bert_state_dict(weights, config), "BERT", BertImportError)
 
 
 def from_hf_bert(hf_model: Any) -> BertEncoder:
     """A :class:`BertEncoder` with the weights of a ``transformers`` ``BertModel`` (or a task
     model around one), in eval mode."""
-    config = bert_config(hf_model.config.to_dict())
-    weights = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
-    return _load(config, weights)
+    return _load(bert_config(hf_model.config.to_dict()), hf_import.live_weights(hf_model))
 
 
 def load_bert(folder: str | Path) -> BertEncoder:

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from qkv.interop.hf_folder import read_hf_folder
+from qkv.interop.hf_import import checked_activation, live_weights, load_checked
 from qkv.models.language_model.model import TransformerLM, TransformerLMConfig
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
@@ -38,15 +39,15 @@ class GPT2ImportError(ValueError):
 
 def gpt2_config(hf: dict[str, Any]) -> TransformerLMConfig:
     """qkv's config for a ``GPT2Config`` dictionary (``config.json`` or ``to_dict()``)."""
-    for key, expected in UNSUPPORTED.items():
-        if hf.get(key, expected) != expected:
-            raise GPT2ImportError(f"GPT-2 config {key}={hf[key]!r} is not supported")
-    activation = hf.get("activation_function", "gelu_new")
-    if activation not in ACTIVATIONS:
-        raise GPT2ImportError(
-            f"GPT-2 activation_function={activation!r} is not supported; "
-            f"known: {', '.join(ACTIVATIONS)}"
-        )
+    activation = checked_activation(
+        hf,
+        UNSUPPORTED,
+        ACTIVATIONS,
+        "GPT-2",
+        GPT2ImportError,
+        key="activation_function",
+        default="gelu_new",
+    )
     d_model = hf["n_embd"]
     return TransformerLMConfig(
         vocab_size=hf["vocab_size"],
@@ -57,7 +58,7 @@ def gpt2_config(hf: dict[str, Any]) -> TransformerLMConfig:
         d_ff=hf.get("n_inner") or 4 * d_model,
         dropout=float(hf.get("resid_pdrop", 0.1)),
         positions="learned",
-        activation=ACTIVATIONS[activation],
+        activation=activation,
         tie_weights=True,
         layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
     )
@@ -107,23 +108,12 @@ def gpt2_state_dict(hf: dict[str, Tensor], config: TransformerLMConfig) -> dict[
 
 def _load(config: TransformerLMConfig, weights: dict[str, Tensor]) -> TransformerLM:
     model = TransformerLM(config)
-    state = gpt2_state_dict(weights, config)
-    expected = model.state_dict()
-    for key, tensor in state.items():
-        if tensor.shape != expected[key].shape:
-            raise GPT2ImportError(
-                f"{key}: GPT-2 weight of shape {tuple(tensor.shape)}, the config needs "
-                f"{tuple(expected[key].shape)}"
-            )
-    model.load_state_dict(state, strict=True)
-    return model.eval()
+    return load_checked(model, gpt2_state_dict(weights, config), "GPT-2", GPT2ImportError)
 
 
 def from_hf_gpt2(hf_model: Any) -> TransformerLM:
     """A :class:`TransformerLM` with the weights of a ``transformers`` GPT-2 model (eval mode)."""
-    config = gpt2_config(hf_model.config.to_dict())
-    weights = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
-    return _load(config, weights)
+    return _load(gpt2_config(hf_model.config.to_dict()), live_weights(hf_model))
 
 
 def load_gpt2(folder: str | Path) -> TransformerLM:

@@ -33,6 +33,7 @@ from typing import Any
 
 from torch import Tensor
 
+from qkv.interop import hf_import
 from qkv.interop.hf_folder import read_hf_folder
 from qkv.models.vit import ViT, ViTConfig
 
@@ -103,17 +104,7 @@ def vit_config(hf: dict[str, Any]) -> ViTConfig:
     :func:`from_hf_vit` and :func:`load_vit` set it to 0 when the weights hold no classifier.
     ``encoder_stride`` (masked image modelling's decoder) and the pooler's settings are ignored.
     """
-    for key, expected in UNSUPPORTED.items():
-        if key in hf and hf[key] != expected:
-            raise ViTImportError(
-                f"ViT config {key}={hf[key]!r} is not supported (only {expected!r})"
-            )
-    activation = hf.get("hidden_act", "gelu")
-    if activation not in ACTIVATIONS:
-        raise ViTImportError(
-            f"ViT config hidden_act={activation!r} is not supported; known: "
-            f"{', '.join(ACTIVATIONS)}"
-        )
+    activation = hf_import.checked_activation(hf, UNSUPPORTED, ACTIVATIONS, "ViT", ViTImportError)
     labels = hf.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) else hf.get("num_labels", 0)
     try:
@@ -129,7 +120,7 @@ def vit_config(hf: dict[str, Any]) -> ViTConfig:
             dropout=float(hf.get("hidden_dropout_prob", 0.0)),
             attention_dropout=float(hf.get("attention_probs_dropout_prob", 0.0)),
             layer_norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
-            activation=ACTIVATIONS[activation],
+            activation=activation,
         )
     except KeyError as error:
         raise ViTImportError(f"ViT config lacks {error.args[0]!r}") from None
@@ -156,15 +147,10 @@ def vit_state_dict(hf: dict[str, Tensor], config: ViTConfig) -> dict[str, Tensor
     if config.num_labels > 0:
         names.update(_HEAD)
     missing = sorted(k for k in names if k not in hf)
-    if missing:
-        raise ViTImportError(f"ViT weights lack {len(missing)} tensor(s): {', '.join(missing)}")
     pooler = {prefix + k for k in POOLER}
     unexpected = sorted(k for k in hf if k not in names and k not in pooler)
-    if unexpected:
-        raise ViTImportError(
-            f"unexpected tensor(s) in the ViT weights (a mask token, another head, or more layers "
-            f"than num_hidden_layers={config.num_layers}): {', '.join(unexpected)}"
-        )
+    hint = f"a mask token, another head, or more layers than num_hidden_layers={config.num_layers}"
+    hf_import.check_names(missing, unexpected, "ViT", ViTImportError, hint)
     dropped = sorted(pooler & set(hf))
     if dropped:
         logger.info("left out ViTModel's pooler (not part of qkv's ViT): %s", ", ".join(dropped))
@@ -175,24 +161,13 @@ def _load(config: ViTConfig, weights: dict[str, Tensor]) -> ViT:
     if "classifier.weight" not in weights and "classifier.bias" not in weights:
         config = dataclasses.replace(config, num_labels=0)
     state = vit_state_dict(weights, config)
-    model = ViT(config)
-    expected = model.state_dict()
-    for key, tensor in state.items():
-        if tensor.shape != expected[key].shape:
-            raise ViTImportError(
-                f"{key}: ViT weight of shape {tuple(tensor.shape)}, the config needs "
-                f"{tuple(expected[key].shape)}"
-            )
-    model.load_state_dict(state, strict=True)
-    return model.eval()
+    return hf_import.load_checked(ViT(config), state, "ViT", ViTImportError)
 
 
 def from_hf_vit(hf_model: Any) -> ViT:
     """A :class:`ViT` with the weights of a ``transformers`` ``ViTModel`` or
     ``ViTForImageClassification``, in eval mode."""
-    config = vit_config(hf_model.config.to_dict())
-    weights = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
-    return _load(config, weights)
+    return _load(vit_config(hf_model.config.to_dict()), hf_import.live_weights(hf_model))
 
 
 def load_vit(folder: str | Path) -> ViT:
