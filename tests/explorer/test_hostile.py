@@ -216,6 +216,13 @@ def test_a_host_name_with_a_port_or_scheme_is_refused_at_start(models, host):
         create_app(models, LIMITS, hosts=[host])
 
 
+@pytest.mark.parametrize("host", ["*", "*.lan"])
+def test_a_wildcard_is_refused_at_start(models, host):
+    # TrustedHostMiddleware, which makes the check, would read these as patterns, "*" as any host.
+    with pytest.raises(ValueError, match=r"got " + re.escape(repr(host))):
+        create_app(models, LIMITS, hosts=[host])
+
+
 def test_a_rebound_name_is_refused_by_a_real_server(models):
     # DNS rebinding: the browser connects to 127.0.0.1 but names the attacker's domain.
     with background_server(create_app(models, LIMITS)) as url:

@@ -19,7 +19,9 @@ without a traceback.
 
 The Host check answers only the names the server is reached by on this machine (127.0.0.1,
 localhost, ::1, any port) and those given to :func:`create_app`: a page of another site whose
-domain is pointed at 127.0.0.1 (DNS rebinding) sends its own name and is refused. Requiring
+domain is pointed at 127.0.0.1 (DNS rebinding) sends its own name and is refused. Starlette's
+TrustedHostMiddleware decides (from Starlette 1.9 on, it reads a bracketed IPv6 Host and
+compares names in lower case); :class:`HostCheck` answers its refusal as the 421 above. Requiring
 ``application/json`` makes a browser ask before it sends another site's request (a CORS
 preflight, which this server never grants). Models are chosen when the app is made, never by a
 path in a request; each runs under its own lock (:class:`qkv.explorer.session.ExplorerModel`),
@@ -34,7 +36,7 @@ import binascii
 import json
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -42,7 +44,9 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from qkv.explorer.page import page_data, render_page
@@ -67,7 +71,7 @@ class RunRequest(BaseModel):
     max_new_tokens: int | None = None
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     # A message may quote the request (a model's name, a field's key, a Host header): a lone
     # surrogate there could not be written as UTF-8, so it is written as its escape.
     text = message.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -79,27 +83,12 @@ def _quoted(value: str, most: int = 60) -> str:
     return repr(value if len(value) <= most else value[:most] + "...")
 
 
-def host_name(header: str) -> str | None:
-    """The name in a Host header, lower case, without its port (``localhost:8000`` ->
-    ``localhost``, ``[::1]:8000`` -> ``::1``); None when the header is malformed."""
-    value = header.strip().lower()
-    if value.startswith("["):
-        name, bracket, rest = value[1:].partition("]")
-        if not bracket:
-            return None
-    else:
-        name, colon, port = value.partition(":")
-        rest = colon + port
-    if rest and not (rest[0] == ":" and rest[1:].isascii() and rest[1:].isdigit()):
-        return None
-    return name or None
-
-
 def _served_name(host: str) -> str:
-    """``host`` as :func:`host_name` reads it from a header: ``[::1]`` -> ``::1``, lower case."""
+    """``host`` as one name to answer to: lower case, an IPv6 address without its brackets
+    (``[::1]`` -> ``::1``). ``*`` is refused: TrustedHostMiddleware reads it as a wildcard."""
     name = host.strip().lower()
     name = name[1:-1] if name.startswith("[") and name.endswith("]") else name
-    if not name or any(c in name for c in "/@?#[] ") or name.count(":") == 1:
+    if not name or any(c in name for c in "/@?#[] *") or name.count(":") == 1:
         raise ValueError(
             "a host name to answer to (--allow-host) is a name or address without a scheme, "
             f"port or path, such as explorer.lan or 192.168.1.5; got {host!r}"
@@ -108,23 +97,37 @@ def _served_name(host: str) -> str:
 
 
 class HostCheck:
-    """Answer 421 to a request whose Host header names none of ``hosts`` (any port)."""
+    """Starlette's :class:`TrustedHostMiddleware` over ``hosts`` (any port), whose refusal (a
+    plain-text 400) is answered as the explorer's JSON 421 instead; a request it lets through
+    goes on untouched."""
 
     def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
         self.app = app
-        self.hosts = sorted({_served_name(h) for h in hosts})
+        # As a Host header writes them (and TrustedHostMiddleware compares them): IPv6 in brackets.
+        self.hosts = [f"[{h}]" if ":" in h else h for h in sorted({_served_name(h) for h in hosts})]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        header = dict(scope.get("headers") or []).get(b"host")
-        value = None if header is None else header.decode("latin-1")
-        if value is not None and host_name(value) in self.hosts:
+        trusted = False
+
+        async def answer(scope: Scope, receive: Receive, _: Send) -> None:
+            nonlocal trusted
+            trusted = True
             await self.app(scope, receive, send)
+
+        async def drop(_: Message) -> None:  # the middleware's own refusal, replaced below
+            pass
+
+        # Made per request, around this request's `answer` (its constructor only reads the names).
+        check = TrustedHostMiddleware(answer, allowed_hosts=self.hosts, www_redirect=False)
+        await check(scope, receive, drop)
+        if trusted:
             return
+        value = Headers(scope=scope).get("host")
         asked = "no Host header" if value is None else f"Host {_quoted(value)}"
-        served = ", ".join(f"[{h}]" if ":" in h else h for h in self.hosts)
+        served = ", ".join(self.hosts)
         message = (
             f"this explorer does not answer to {asked}; address it as one of {served} (any "
             "port), or start it with --allow-host NAME to answer to another name"
@@ -174,7 +177,7 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def _validation_message(errors: Iterable[dict[str, Any]]) -> str:
+def _validation_message(errors: Iterable[Mapping[str, Any]]) -> str:
     parts = []
     for item in errors:
         loc = [_quoted(p, 40)[1:-1] for p in map(str, item.get("loc", ())) if p != "body"]

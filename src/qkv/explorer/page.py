@@ -25,7 +25,7 @@ MARKERS = ("{{css}}", "{{js}}", "{{data}}")
 
 
 def _static(name: str) -> str:
-    return resources.files("qkv.explorer").joinpath("static", name).read_text(encoding="utf-8")
+    return (resources.files("qkv.explorer") / "static" / name).read_text(encoding="utf-8")
 
 
 def page_data(

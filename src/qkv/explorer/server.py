@@ -60,7 +60,8 @@ def background_server(
     sock = bind(host, 0)
     port = sock.getsockname()[1]
     server = uvicorn.Server(_config(app, host, port, log_level))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+    # uvicorn (>= 0.29) installs its signal handlers only from the main thread: this one's are
+    # left alone.
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

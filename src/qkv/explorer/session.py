@@ -97,11 +97,13 @@ class ExplorerModel:
         new_tokens = 0
         if self.takes_image:
             check_unicode(image_name, "image_name")
-            item: Any = self.image(image, image_name, limits)  # type: ignore[arg-type]
+            assert image is not None  # checked above: a model that takes an image got one
+            item: Any = self.image(image, image_name, limits)
             size = {"width": int(item.size(2)), "height": int(item.size(1))}
             described: dict[str, Any] = {"image": {"name": image_name, **size}}
         else:
-            item = check_text(text, limits)  # type: ignore[arg-type]
+            assert text is not None  # checked above: a model that takes text got it
+            item = check_text(text, limits)
             new_tokens = check_text_tokens(self.spec, self.runner, item, limits, max_new_tokens)
             described = {"text": item}
         options = ViewOptions(new_tokens=new_tokens, name=image_name)
