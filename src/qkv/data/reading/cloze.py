@@ -23,17 +23,13 @@ Here a "sentence" is a verse of the Bible or a line of dialogue of a Shakespeare
   :data:`~qkv.data.sources.plays.SHAKESPEARE_VALID` (valid) and
   :data:`~qkv.data.sources.plays.SHAKESPEARE_TEST` (test).
 
-A question (:func:`cloze_question`): the kind's words of the 21st line that also occur in the
-passage (as written, of the same kind) and only once in that line; one of them, drawn with
-``random.Random(zlib.crc32(source.encode()))``, is the answer and becomes :data:`PLACEHOLDER`.
-The other nine candidates are drawn with the same generator among the passage's other words of
-that kind (distinct case-insensitively, each in the form first written in the passage), and
-the ten are shuffled by it, so the answer's slot is uniform and every machine builds the same
-questions. A window with fewer than ten such words, or no possible answer, gives no question.
-Windows start every ``stride`` lines (:data:`DEFAULT_STRIDES` per source and kind). The two
-kinds of word, ``entities`` and ``nouns``, are decided by :mod:`qkv.data.reading.word_kinds`; entity
-types are computed per source from the whole source text (every split; the statistic is
-about spelling, not about the questions).
+A window's question (:func:`cloze_question`: which word is the answer, how the nine other
+candidates are drawn) is made by :mod:`qkv.data.reading.cloze_questions`, whose names this module
+re-exports; this one reads the sources, splits them and walks the windows. Windows start every
+``stride`` lines (:data:`DEFAULT_STRIDES` per source and kind). The two kinds of word,
+``entities`` and ``nouns``, are decided by :mod:`qkv.data.reading.word_kinds`; entity types are
+computed per source from the whole source text (every split; the statistic is about spelling,
+not about the questions).
 
 More training questions, valid and test unchanged (:func:`load_cloze`): the training books
 of other translations (``train_translations``), and every possible blank of a training
@@ -44,16 +40,23 @@ from __future__ import annotations
 
 import itertools
 import logging
-import random
 import sqlite3
 import sys
 import time
-import zlib
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 from qkv.data.errors import DataError
+from qkv.data.reading.cloze_questions import (
+    BLANKS,
+    N_CANDIDATES,
+    PASSAGE_LINES,
+    PLACEHOLDER,
+    SPLITS,
+    ClozeCorpus,
+    ClozeQuestion,
+    cloze_question,
+    cloze_questions,
+)
 from qkv.data.reading.word_kinds import WORD_KINDS
 from qkv.data.sources.plays import (
     NOT_PLAYS,
@@ -72,6 +75,7 @@ __all__ = [
     "DEFAULT_STRIDES",
     "KINDS",
     "NOT_PLAYS",
+    "N_CANDIDATES",
     "PLACEHOLDER",
     "SOURCES",
     "TRANSLATIONS",
@@ -85,14 +89,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PLACEHOLDER = "XXXXX"
 KINDS = ("entities", "nouns")
 SOURCES = ("bible", "shakespeare")
-SPLITS = ("train", "valid", "test")
 TRANSLATIONS = ("4", "k", "3")
-BLANKS = ("one", "all")
-PASSAGE_LINES = 20
-N_CANDIDATES = 10
 
 DEFAULT_STRIDES: dict[tuple[str, str], int] = {
     ("bible", "entities"): 1,
@@ -118,125 +117,7 @@ BIBLE_VALID_BOOKS = (6, 18, 43, 45)
 BIBLE_TEST_BOOKS = (7, 8, 20, 27, 44, 58)
 
 
-@dataclass(frozen=True)
-class ClozeQuestion:
-    """One cloze question.
-
-    Attributes:
-        passage: the passage's tokens (:func:`~qkv.data.tokens.words.word_tokens` of each of its
-            20 lines, concatenated).
-        question: the 21st line's tokens, exactly one of them :data:`PLACEHOLDER`.
-        answer: the removed token, as written; it occurs in ``passage``.
-        candidates: ten tokens of ``passage``, distinct case-insensitively, ``answer`` among them.
-        source: where the question line comes from, unique per question
-            (``bible:4:Genesis:1:21``, ``shakespeare:macbeth:1234`` with the line's number in
-            the work's text, ``synthetic:train:0:17``).
-    """
-
-    passage: tuple[str, ...]
-    question: tuple[str, ...]
-    answer: str
-    candidates: tuple[str, ...]
-    source: str
-
-    def __post_init__(self) -> None:
-        if self.question.count(PLACEHOLDER) != 1:
-            raise DataError(
-                f"{self.source}: a cloze question holds {PLACEHOLDER!r} exactly once, not "
-                f"{self.question.count(PLACEHOLDER)} times"
-            )
-        if self.answer not in self.candidates:
-            raise DataError(f"{self.source}: answer {self.answer!r} not among the candidates")
-        if len({c.lower() for c in self.candidates}) != len(self.candidates):
-            raise DataError(f"{self.source}: candidates repeat: {self.candidates}")
-
-
-@dataclass(frozen=True)
-class ClozeCorpus:
-    """Cloze questions, split; ``split_note`` names the held-out books and plays."""
-
-    name: str
-    kind: str
-    train: list[ClozeQuestion]
-    valid: list[ClozeQuestion]
-    test: list[ClozeQuestion]
-    split_note: str
-
-    def split(self, name: str) -> list[ClozeQuestion]:
-        """The questions of split ``name``: ``"train"``, ``"valid"`` or ``"test"``."""
-        if name not in SPLITS:
-            raise DataError(f"unknown split {name!r}; splits are 'train', 'valid', 'test'")
-        return getattr(self, name)
-
-    def sizes(self) -> dict[str, int]:
-        """Question counts, ``{"train": n, "valid": n, "test": n}``."""
-        return {s: len(getattr(self, s)) for s in SPLITS}
-
-
-# --------------------------------------------------------------------- questions
-
-
-def cloze_question(
-    passage_lines: Sequence[Sequence[str]],
-    question_line: Sequence[str],
-    source: str,
-    is_kind: Callable[[str], bool],
-) -> ClozeQuestion | None:
-    """The question of one window (module docstring), or ``None`` when it has none.
-
-    ``passage_lines`` are the passage's lines as tokens, ``question_line`` the next line's,
-    ``is_kind`` tells whether a token is of the kind asked about.
-    """
-    questions = cloze_questions(passage_lines, question_line, source, is_kind, blanks="one")
-    return questions[0] if questions else None
-
-
-def cloze_questions(
-    passage_lines: Sequence[Sequence[str]],
-    question_line: Sequence[str],
-    source: str,
-    is_kind: Callable[[str], bool],
-    *,
-    blanks: str = "one",
-) -> list[ClozeQuestion]:
-    """The questions of one window: :func:`cloze_question`'s one (``blanks="one"``, CBT's
-    rule), or one per possible answer of the question line (``blanks="all"``), each with
-    ``#<token index>`` after ``source`` and its own candidates, drawn with a generator seeded
-    by that id. An empty list when the window has no question."""
-    if blanks not in BLANKS:
-        raise DataError(f"blanks={blanks!r}: give 'one' (CBT's rule) or 'all'")
-    passage = tuple(itertools.chain.from_iterable(passage_lines))
-    forms: dict[str, str] = {}  # lower-cased -> the form first written in the passage
-    written = set()
-    for token in passage:
-        if is_kind(token):
-            written.add(token)
-            forms.setdefault(token.lower(), token)
-    if len(forms) < N_CANDIDATES:
-        return []
-    lowered = Counter(t.lower() for t in question_line)
-    eligible = [
-        i
-        for i, token in enumerate(question_line)
-        if token in written and lowered[token.lower()] == 1 and is_kind(token)
-    ]
-    if not eligible:
-        return []
-    if blanks == "one":
-        rng = random.Random(zlib.crc32(source.encode()))
-        draws = [(rng.choice(eligible), source, rng)]
-    else:
-        ids = [(i, f"{source}#{i}") for i in eligible]
-        draws = [(i, id_, random.Random(zlib.crc32(id_.encode()))) for i, id_ in ids]
-    questions = []
-    for position, id_, rng in draws:
-        answer = question_line[position]
-        others = [form for lower, form in forms.items() if lower != answer.lower()]
-        candidates = [answer, *rng.sample(others, N_CANDIDATES - 1)]
-        rng.shuffle(candidates)
-        question = (*question_line[:position], PLACEHOLDER, *question_line[position + 1 :])
-        questions.append(ClozeQuestion(passage, tuple(question), answer, tuple(candidates), id_))
-    return questions
+# --------------------------------------------------------------------- windows
 
 
 def _windows(

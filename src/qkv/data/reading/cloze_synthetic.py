@@ -1,6 +1,6 @@
 """A learnable toy cloze task for tests and learning checks: the answer is the name that follows
 the word ``key`` in the passage (:func:`synthetic_cloze`). The real questions are
-:mod:`qkv.data.reading.cloze`'s."""
+:mod:`qkv.data.reading.cloze`'s, made by :mod:`qkv.data.reading.cloze_questions`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import zlib
 
 from qkv.data.errors import DataError
-from qkv.data.reading.cloze import N_CANDIDATES, PLACEHOLDER, ClozeCorpus, ClozeQuestion
+from qkv.data.reading.cloze_questions import N_CANDIDATES, PLACEHOLDER, ClozeCorpus, ClozeQuestion
 
 __all__ = ["KEY_WORD", "synthetic_cloze"]
 
