@@ -224,20 +224,8 @@ def _dataset(
     def tensors(index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(images[index]), torch.from_numpy(labels[index].astype(np.int64))
 
-    train_images, train_labels = tensors(train)
-    valid_images, valid_labels = tensors(valid)
-    test_images, test_labels = tensors(test)
-    return ImageDataset(
-        name,
-        classes,
-        train_images=train_images,
-        train_labels=train_labels,
-        valid_images=valid_images,
-        valid_labels=valid_labels,
-        test_images=test_images,
-        test_labels=test_labels,
-        split_note=HOLD_OUT_NOTE.format(key=key_note),
-    )
+    note = HOLD_OUT_NOTE.format(key=key_note)
+    return ImageDataset(name, classes, *tensors(train), *tensors(valid), *tensors(test), note)
 
 
 # --------------------------------------------------------------------- Fashion-MNIST

@@ -217,15 +217,12 @@ def load_rotten_tomatoes() -> ClassificationCorpus:
     parts: dict[str, list[LabelledText]] = {s: [] for s in SPLITS}
     for snippet, label, film in rows:
         parts[split_of_group[group_of[film]]].append(LabelledText(snippet, label))
-    return ClassificationCorpus(
-        "rotten_tomatoes",
-        ("fresh", "rotten"),
-        train=parts["train"],
-        valid=parts["valid"],
-        test=parts["test"],
-        split_note="held out by film: groups of films sharing a snippet, in stable_hash order "
-        "of their first film, fill valid to 10% of the snippets, then test, the rest is train",
+    note = (
+        "held out by film: groups of films sharing a snippet, in stable_hash order "
+        "of their first film, fill valid to 10% of the snippets, then test, the rest is train"
     )
+    train, valid, test = (parts[s] for s in SPLITS)
+    return ClassificationCorpus("rotten_tomatoes", ("fresh", "rotten"), train, valid, test, note)
 
 
 # --------------------------------------------------------------------- Pang & Lee
@@ -257,14 +254,9 @@ def load_pang_lee(tarball: str | None = None) -> ClassificationCorpus:
     if not items:
         raise DataError(f"{where} holds no rows")
     parts = _split_by_hash(items, lambda item: item.text)
-    return ClassificationCorpus(
-        "pang_lee",
-        ("negative", "positive"),
-        train=parts["train"],
-        valid=parts["valid"],
-        test=parts["test"],
-        split_note="split_of(sentence text), about 80/10/10",
-    )
+    train, valid, test = (parts[s] for s in SPLITS)
+    note = "split_of(sentence text), about 80/10/10"
+    return ClassificationCorpus("pang_lee", ("negative", "positive"), train, valid, test, note)
 
 
 # --------------------------------------------------------------------- the user's files
@@ -423,15 +415,9 @@ def load_labelled_file(
                     f"data; its labels: {', '.join(labels)}"
                 )
     given_note = ", ".join(f"{s} from {f}" for s, f in (("valid", valid), ("test", test)) if f)
-    items = {s: [item for _, _, item in rows[s]] for s in SPLITS}
-    return ClassificationCorpus(
-        path.stem,
-        labels,
-        train=items["train"],
-        valid=items["valid"],
-        test=items["test"],
-        split_note=given_note or "split_of(text) of the one file, about 80/10/10",
-    )
+    train_items, valid_items, test_items = ([item for _, _, item in rows[s]] for s in SPLITS)
+    note = given_note or "split_of(text) of the one file, about 80/10/10"
+    return ClassificationCorpus(path.stem, labels, train_items, valid_items, test_items, note)
 
 
 # --------------------------------------------------------------------- the registry
