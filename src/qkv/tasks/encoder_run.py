@@ -172,7 +172,7 @@ def prepare_encoder(
     _check_positions(model_config, data.max_len)
     model = build_model(config.family, model_config)
     if encoder is not None:  # start from the pretrained weights (a resume reads its own)
-        model.encoder.load_state_dict(encoder.state_dict())
+        model.get_submodule("encoder").load_state_dict(encoder.state_dict())
 
     def write(directory: Path) -> None:
         if labels is not None:

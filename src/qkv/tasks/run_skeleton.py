@@ -95,11 +95,11 @@ class TrainingRun:
             claim_run_dir(self.out, overwrite)
         torch.manual_seed(config.train.seed)
         self._saved: dict[str, Any] | None = None
-        self._shared: list[Callable[[Path], None]] = []
-        self._write: Callable[[Path], None] = lambda directory: None
+        self._shared: list[Callable[[Path], object]] = []
+        self._write: Callable[[Path], object] = lambda directory: None
 
     def shared(
-        self, *, make: Callable[[], T], load: Callable[[Path], T], save: Callable[[T, Path], None]
+        self, *, make: Callable[[], T], load: Callable[[Path], T], save: Callable[[T, Path], object]
     ) -> T:
         """A value every rank must share (a vocabulary trained on the data): rank 0 makes it
         and writes it with the run's other files in :meth:`save` (so a run that fails before,
@@ -114,7 +114,7 @@ class TrainingRun:
         self.distributed.barrier()  # rank 0 has written it (in save)
         return load(self.out)
 
-    def save(self, model_config: Any, write: Callable[[Path], None] | None = None) -> None:
+    def save(self, model_config: Any, write: Callable[[Path], object] | None = None) -> None:
         """Write ``config.json`` (the model section as built), the shared values and, through
         ``write(directory)``, the task's own files (vocabularies, labels) into the run directory
         (rank 0); snapshots write the same."""

@@ -95,6 +95,7 @@ def _caption_batch(
         hypotheses = [hyps[0] for hyps in beams]
     captions = []
     for hyp in hypotheses:
+        assert hyp.attention is not None  # the captioner's step returns its attention every step
         length = len(hyp.tokens)
         maps = hyp.attention[:length].float().view(length, gh, tiles * gw)  # (L, Gh, n Gw)
         words = [vocab.words[i] for i in hyp.tokens]

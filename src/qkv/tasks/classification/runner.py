@@ -12,6 +12,7 @@ from torch import Tensor
 
 from qkv.data.labelled.sentiment import ClassificationCorpus, load_classification_corpus
 from qkv.evaluation.classification import LabelScores, accuracy, macro_f1, per_label_scores
+from qkv.models.classifier import EncoderClassifier
 from qkv.tasks.classification.config import (
     ClassificationDataConfig,
 )
@@ -72,12 +73,13 @@ class ClassificationEvaluation:
         cls, split: str, gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str]
     ) -> ClassificationEvaluation:
         """The scores of ``predicted`` against ``gold`` over ``labels``."""
+        scores = per_label_scores(gold, predicted, labels=list(labels))
         return cls(
             split,
             len(gold),
             accuracy(gold, predicted),
             macro_f1(gold, predicted, labels=list(labels)),
-            per_label_scores(gold, predicted, labels=list(labels)),
+            {label: scores[label] for label in labels},  # keyed by the str labels, in order
         )
 
     def lines(self) -> list[str]:
@@ -111,7 +113,9 @@ class Classifier:
     """
 
     def __init__(self, encoder: EncoderModel, config: RunConfig) -> None:
-        self.model, self.inputs, self.config = encoder.model.eval(), encoder.inputs, config
+        model = encoder.model
+        assert isinstance(model, EncoderClassifier)  # the task's one family
+        self.model, self.inputs, self.config = model.eval(), encoder.inputs, config
         self.labels: tuple[str, ...] = encoder.labels
 
     @classmethod

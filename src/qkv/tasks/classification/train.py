@@ -43,6 +43,7 @@ def classification_loss(train: ClassificationTrainConfig):
     weight = PAPER_PENALTY_WEIGHT if train.penalty_weight is None else train.penalty_weight
 
     def loss_fn(model: nn.Module, batch: EncoderBatch) -> tuple[Tensor, Tensor]:
+        assert batch.labels is not None, "a training batch carries its labels"
         out = model(batch.ids, keep=batch.keep)
         size = batch.ids.size(0)
         loss = F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")

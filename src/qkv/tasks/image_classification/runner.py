@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from qkv.attention.rollout import attention_rollout
 from qkv.data.images.datasets import ImageDataset, decode_image, load_image_dataset, read_image
 from qkv.models.registry import build_config, build_model
+from qkv.models.vit import ViT
 from qkv.tasks.classification.runner import ClassificationEvaluation, Prediction
 from qkv.tasks.image_classification.config import ImageDataConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, path_list
@@ -63,7 +64,7 @@ class ImageClassifier:
     than in training warn (:meth:`read_images` resizes files to the training size).
     """
 
-    def __init__(self, model: nn.Module, labels: Sequence[str], config: RunConfig) -> None:
+    def __init__(self, model: ViT, labels: Sequence[str], config: RunConfig) -> None:
         self.model, self.config = model.eval(), config
         self.labels: tuple[str, ...] = tuple(labels)
 
@@ -80,6 +81,7 @@ class ImageClassifier:
         if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
             raise CheckpointError(f"{directory / LABELS_FILE} must hold a list of class names")
         model = build_model(config.family, build_config(config.family, config.model))
+        assert isinstance(model, ViT)  # vit is the task's one family (checked in the config)
         if model.config.num_labels != len(labels):
             raise CheckpointError(
                 f"{directory / LABELS_FILE} names {len(labels)} classes but the model has "

@@ -147,6 +147,7 @@ class LanguageModel:
         model_config = build_config(config.family, config.model)
         check_vocab_size(directory / TOKENIZER_FILE, tokenizer.vocab_size, model_config.vocab_size)
         model = build_model(config.family, model_config)
+        assert isinstance(model, TransformerLM)  # the task's one family (checked in the config)
         load_weights(model, directory / WEIGHTS_FILE)
         return cls(model, tokenizer, config, precision=precision)
 

@@ -77,7 +77,7 @@ class EntityTagger(Tagger):
         data = self.config.section("data", EntityDataConfig)
         return load_entity_corpus(data.corpus, **data.options)
 
-    def evaluate(  # type: ignore[override]
+    def evaluate(  # type: ignore[override]  # an entity tagger scores entities (EntityEvaluation), not tokens; report() is what both share
         self,
         split: str = "test",
         corpus: TaggingCorpus | None = None,

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import Tensor
 
 from qkv.data.errors import DataError
-from qkv.data.reading.cloze import ClozeQuestion, load_cloze
+from qkv.data.reading.cloze import ClozeCorpus, ClozeQuestion, load_cloze
 from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.data.reading.squad import SpanQuestion, load_span_corpus
 from qkv.data.tokens.words import word_spans
@@ -39,9 +39,12 @@ from qkv.tasks.reading.config import (
 )
 from qkv.tasks.run_config import RunConfig
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 logger = logging.getLogger(__name__)
 
-B = TypeVar("B")
+B = TypeVar("B", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,10 @@ def span_loss(
 VOCAB_FILE = "vocab.json"
 # How each family reads: whole passages as word ids, or windows of subwords beside the question;
 # and the data.tokenizer values each kind takes.
-CLOZE_CORPORA = {"cloze": load_cloze, "synthetic": synthetic_cloze}
+CLOZE_CORPORA: dict[str, Callable[..., ClozeCorpus]] = {
+    "cloze": load_cloze,
+    "synthetic": synthetic_cloze,
+}
 
 
 def is_cloze(family: str) -> bool:

@@ -31,6 +31,7 @@ from qkv.data.tokens.word_vocab import PLACEHOLDER, WordVocab
 from qkv.data.tokens.words import word_spans
 from qkv.evaluation.squad import SpanScores, squad_scores
 from qkv.models.registry import build_config, build_model
+from qkv.models.span_reader import SpanDecoding
 from qkv.tasks.input_checks import one_text
 from qkv.tasks.reading.config import ReadingDataConfig
 from qkv.tasks.reading.inputs import (
@@ -46,7 +47,7 @@ from qkv.tasks.reading.words import WordReading
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.sections import PredictConfig
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 # How each kind of reader reads (qkv.tasks.reading.inputs.INPUT_KINDS).
@@ -232,7 +233,9 @@ class Reader:
                 first=where[0] if where else -1, last=where[0] if where else -1,
                 candidates={c: float(p) for c, p in zip(ex.candidates, probs, strict=True)},
             )  # fmt: skip
-        start, end, score = self.model.decode(out, keep)
+        model = self.model
+        assert isinstance(model, SpanDecoding)  # every reader but the cloze reader
+        start, end, score = model.decode(out, keep)
         first, last = int(start[row]) + offset, int(end[row]) + offset
         return Answer(
             ex.answer_text(first, last), float(score[row].float().exp()), ex.passage,
@@ -280,7 +283,8 @@ class Reader:
 
         def spans(indices: list[int]) -> dict[str, float]:
             result = squad_scores(
-                {examples[i].id: answers[i].text for i in indices}, [examples[i] for i in indices]
+                {examples[i].id: answers[i].text for i in indices},
+                [examples[i] for i in indices],  # type: ignore[misc]  # AnsweredQuestion declares settable fields, a frozen dataclass has read-only ones; squad_scores only reads them
             )
             return {"exact_match": result.exact_match, "f1": result.f1, "questions": len(indices)}
 
@@ -376,7 +380,11 @@ class Reader:
         if not answered:
             return answers, None
         texts = {q.id: a.text for q, a in zip(questions, answers, strict=True)}
-        return answers, squad_scores({q.id: texts[q.id] for q in answered}, answered)
+        scores = squad_scores(
+            {q.id: texts[q.id] for q in answered},
+            answered,  # type: ignore[arg-type]  # AnsweredQuestion declares settable fields, a frozen dataclass has read-only ones; squad_scores only reads them
+        )
+        return answers, scores
 
     @staticmethod
     def split_input(text: str) -> tuple[str, str]:
@@ -402,7 +410,7 @@ class Reader:
         words = list(answer.passage)
         output = {**answer.output(), "passage": words, "question": question}
         if self.cloze:
-            views = []
+            views: list[TokenView | ImageView] = []
             if answer.attention:
                 weights = torch.tensor(answer.attention)[None, None]  # (H=1, Tq=1, S)
                 views.append(
@@ -411,6 +419,8 @@ class Reader:
                 )  # fmt: skip
             return Seen(output, views, "the passage")
         weights = torch.tensor([answer.start, answer.end])[None]  # (1, 2, S)
-        view = TokenView("span", "answer start and end over the passage", ["start", "end"],
-                         words, [weights], False, ("passage", "pointer"))  # fmt: skip
+        view: TokenView | ImageView = TokenView(
+            "span", "answer start and end over the passage", ["start", "end"], words, [weights],
+            False, ("passage", "pointer"),
+        )  # fmt: skip
         return Seen(output, [view], "the passage")

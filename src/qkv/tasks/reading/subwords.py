@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from qkv.data.errors import DataError
 from qkv.data.labelled.word_shape import SHAPES, word_shape
 from qkv.data.pairs.batching import plan_by_cost
+from qkv.models.encoder_span_reader import EncoderSpanReader
 from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.encoder_run import prepare_encoder
 from qkv.tasks.reading.config import ReadingDataConfig
@@ -136,8 +137,10 @@ class SubwordReading:
         encoder = prepare_encoder(
             run, labels=None, bpe_text=text, data=data, extra={"num_shapes": len(SHAPES)}
         )
-        casing = encoder.model.config.casing_dim > 0
-        return cls(encoder.inputs, data.window_overlap, casing), encoder.model
+        model = encoder.model
+        assert isinstance(model, EncoderSpanReader)  # the one family that reads subwords
+        casing = model.config.casing_dim > 0
+        return cls(encoder.inputs, data.window_overlap, casing), model
 
     @classmethod
     def load(cls, directory: Path, data: ReadingDataConfig, model_config: Any) -> SubwordReading:

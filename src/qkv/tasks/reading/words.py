@@ -118,7 +118,7 @@ def reading_batches(
     rng = np.random.default_rng([seed, epoch, 1]) if shuffle else None
     orders = None
     if rng is not None:  # drawn for every batch of the epoch, so a resumed epoch sees the same
-        orders = [[rng.permutation(vocab.slots) for _ in indices] for indices in plan]
+        orders = [[rng.permutation(vocab.slots).tolist() for _ in indices] for indices in plan]
     for number in range(start, len(plan)):
         indices = plan[number]
         yield collate_reading(

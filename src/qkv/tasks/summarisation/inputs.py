@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -117,7 +118,7 @@ def example_batches(
 ) -> Iterator[SummaryBatch]:
     """Length-grouped batches of at most ``max_tokens`` padded tokens per side, a pure function
     of ``(seed, epoch)``; ``start`` skips the epoch's first batches (exact resume)."""
-    costs = [max(len(e.src), len(e.tgt) + 1) for e in examples]
+    costs = np.array([max(len(e.src), len(e.tgt) + 1) for e in examples], dtype=np.int64)
     plan = plan_by_cost(costs, max_tokens=max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
     if not 0 <= start <= len(plan):
         raise DataError(f"start must be in [0, {len(plan)}] (batches in this epoch), got {start}")

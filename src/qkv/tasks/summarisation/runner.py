@@ -25,13 +25,13 @@ from torch import Tensor, nn
 from qkv.data import load_corpus
 from qkv.data.pairs.summary_words import SummaryVocab, summary_text, summary_tokens
 from qkv.data.tokens.special import BOS_ID, UNK_ID, UNK_TOKEN
-from qkv.decoding import beam_search, greedy_search
+from qkv.decoding import StepModel, beam_search, greedy_search
 from qkv.evaluation.bleu import corpus_scores
 from qkv.evaluation.summaries import distinct_n, repeated_ngram_share, rouge_scores
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.input_checks import LengthLimits, check_lengths, one_text, text_list, warn_unknown
 from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
 from qkv.tasks.summarisation.inputs import TextExample, collate_examples, encode_example, text_loss
 from qkv.training.checkpoint import load_weights
@@ -170,12 +170,15 @@ class TextToText:
         batch = collate_examples(examples).to(_device(self.model))
         inputs = (batch.src, batch.src_lengths) + ((batch.src_ext,) if self.copying else ())
         d = self.decode
-        common = dict(max_len=d.max_len, min_len=d.min_len, no_repeat_ngram=d.no_repeat_ngram)
+        model = self.model
+        assert isinstance(model, StepModel)  # both families (the RNN, the Transformer) step
         with torch.inference_mode():
             if beam == 1:
-                return greedy_search(self.model, *inputs, **common)
-            found = beam_search(self.model, *inputs, beam_size=beam,
-                                length_penalty=d.length_penalty, **common)  # fmt: skip
+                return greedy_search(model, *inputs, max_len=d.max_len, min_len=d.min_len,
+                                     no_repeat_ngram=d.no_repeat_ngram)  # fmt: skip
+            found = beam_search(model, *inputs, beam_size=beam, length_penalty=d.length_penalty,
+                                max_len=d.max_len, min_len=d.min_len,
+                                no_repeat_ngram=d.no_repeat_ngram)  # fmt: skip
         return [hyps[0] for hyps in found]
 
     def _response(self, text: str, example: TextExample, hyp: Any) -> Response:
@@ -234,8 +237,10 @@ class TextToText:
                   ("encoder", "encoder self-attention", response.source_tokens,
                    response.source_tokens, True),
                   ("decoder", "decoder self-attention", written, read, True))  # fmt: skip
-        views = [TokenView(kind, title, q, k, maps[kind], self_attention=own)
-                 for kind, title, q, k, own in titles if kind in maps]  # fmt: skip
+        views: list[TokenView | ImageView] = [
+            TokenView(kind, title, q, k, maps[kind], self_attention=own)
+            for kind, title, q, k, own in titles if kind in maps
+        ]  # fmt: skip
         output = {
             "summary": response.text,
             "text": response.text,

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from qkv.data.labelled.word_shape import word_shape
 from qkv.data.pairs.batching import plan_by_cost
-from qkv.layers.crf import TransitionRules, constrained_decode
+from qkv.layers.crf import LinearChainCRF, TransitionRules, constrained_decode
 from qkv.tasks.encoder_inputs import TextInputs, collate
 
 __all__ = [
@@ -114,11 +114,21 @@ def collate_tagging(examples: Sequence[TaggingExample], pad_id: int) -> TaggingB
     :func:`~qkv.tasks.encoder_inputs.collate`, the other rows padded with 0)."""
     tokens = collate([ex.ids for ex in examples], pad_id)
     words = collate([ex.first for ex in examples], 0)  # first (B, W), words (B, W)
-    tags = collate([ex.tags for ex in examples], 0).ids if examples[0].tags is not None else None
+    tags = None
+    if examples[0].tags is not None:
+        tags = collate([_given(ex.tags) for ex in examples], 0).ids
     shapes = None
     if examples[0].shapes is not None:
-        shapes = collate([ex.shapes for ex in examples], 0).ids  # (B, T)
+        shapes = collate([_given(ex.shapes) for ex in examples], 0).ids  # (B, T)
     return TaggingBatch(tokens.ids, tokens.keep, words.ids, words.keep, tags, shapes)
+
+
+def _given(row: list[int] | None) -> list[int]:
+    """The tags or shapes of an example in a batch whose first example has them: the examples
+    of one batch are alike."""
+    if row is None:
+        raise ValueError("a batch mixes examples with and without tags (or word shapes)")
+    return row
 
 
 def tagging_batches(
@@ -150,6 +160,15 @@ def word_scores(model: nn.Module, batch: TaggingBatch) -> Tensor:
     return logits.gather(1, index)
 
 
+def _crf(model: nn.Module) -> LinearChainCRF | None:
+    """The tagger's CRF (``None``: a softmax output); ``model`` is a
+    :class:`~qkv.models.tagger.SequenceTagger`, or one inside ``torch.compile``'s wrapper, which
+    passes attribute reads through."""
+    crf = model.crf
+    assert crf is None or isinstance(crf, LinearChainCRF)  # SequenceTagger.crf
+    return crf
+
+
 def tagging_loss(label_smoothing: float = 0.0):
     """``(model, batch) -> (summed loss, tagged words)``: the summed cross-entropy of the
     words' tags, or with a CRF the summed negative log-likelihood of the sentences' tag
@@ -158,8 +177,9 @@ def tagging_loss(label_smoothing: float = 0.0):
     def loss_fn(model: nn.Module, batch: TaggingBatch) -> tuple[Tensor, Tensor]:
         assert batch.tags is not None, "a training batch carries its tags"
         scores = word_scores(model, batch).float()  # (B, W, K)
-        if model.crf is not None:
-            loss = model.crf.nll(scores, batch.tags, batch.words).sum()
+        crf = _crf(model)
+        if crf is not None:
+            loss = crf.nll(scores, batch.tags, batch.words).sum()
         else:
             loss = F.cross_entropy(
                 scores[batch.words], batch.tags[batch.words],
@@ -176,8 +196,9 @@ def decode_tags(
     """Each sentence's tag ids from its word scores ``(B, W, K)``: the CRF's Viterbi path, or
     the softmax's most probable sequence; both restricted by ``rules`` (BIO) when given."""
     scores = scores.float()
-    if model.crf is not None:
-        return model.crf.decode(scores, words, constrained=rules is not None, rules=rules)
+    crf = _crf(model)
+    if crf is not None:
+        return crf.decode(scores, words, constrained=rules is not None, rules=rules)
     if rules is not None:
         return constrained_decode(scores.log_softmax(-1), words, rules)
     best = scores.argmax(-1)  # (B, W)

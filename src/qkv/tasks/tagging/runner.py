@@ -13,6 +13,7 @@ from torch import Tensor
 from qkv.data.labelled.tagged import TaggingCorpus, load_tagging_corpus
 from qkv.evaluation.classification import token_accuracy
 from qkv.layers.crf import TransitionRules
+from qkv.models.tagger import SequenceTagger
 from qkv.tasks.encoder_inputs import split_words
 from qkv.tasks.encoder_run import EncoderModel, load_encoder_dir
 from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long, warn_unknown
@@ -73,7 +74,9 @@ class Tagger:
     entity_tags = False  # BIO entity tags: spans to print, entities to show
 
     def __init__(self, encoder: EncoderModel, config: RunConfig) -> None:
-        self.model, self.inputs, self.config = encoder.model.eval(), encoder.inputs, config
+        model = encoder.model
+        assert isinstance(model, SequenceTagger)  # the one family of tagging and ner
+        self.model, self.inputs, self.config = model.eval(), encoder.inputs, config
         self.tags: tuple[str, ...] = encoder.labels
         self.casing = self.model.config.casing_dim > 0
         self.rules = self.decoding_rules(self.tags)

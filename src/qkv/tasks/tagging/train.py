@@ -19,6 +19,7 @@ from qkv.data.labelled.word_shape import SHAPES
 from qkv.evaluation.classification import token_accuracy
 from qkv.layers.crf import TransitionRules
 from qkv.models.presets import with_preset
+from qkv.models.tagger import SequenceTagger
 from qkv.tasks.encoder_run import prepare_encoder, real_tokens
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_skeleton import Trained, TrainingRun
@@ -89,6 +90,7 @@ def train_tags(
     )
     index = {tag: i for i, tag in enumerate(corpus.tags)}
     model, pad_id = encoder.model, encoder.inputs.pad_id
+    assert isinstance(model, SequenceTagger)  # the one family of tagging and ner
     casing = model.config.casing_dim > 0
     train_examples, _ = encode_sentences(
         encoder.inputs, [s.words for s in corpus.train], _tag_ids(corpus.train, index, "train"),

@@ -17,10 +17,11 @@ from qkv.data import SubwordTokenizer, load_corpus
 from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from qkv.data.tokens.subword import check_vocab_size
 from qkv.decoding import beam_search, greedy_search
-from qkv.evaluation.bleu import BucketScore, CorpusScores, bleu_by_length, corpus_scores
+from qkv.evaluation.bleu import bleu_by_length, corpus_scores
 from qkv.layers.packed_linear import Precision, check_precision
 from qkv.models.registry import build_config, build_model
 from qkv.models.transformer.decode import LeanTranslationDecoder, decode_weights, has_lean_step
+from qkv.models.transformer.model import Transformer
 from qkv.tasks.input_checks import (
     LengthLimits,
     check_lengths,
@@ -37,8 +38,9 @@ from qkv.tasks.run_dir import (
     check_split,
     load_model_run_config,
 )
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
+from qkv.tasks.translation.report import EvaluationReport
 from qkv.training.checkpoint import load_weights
 
 # The attentions of a translation model, in the order shown: (id, title, queries, keys) with
@@ -164,10 +166,12 @@ class Translator:
                            (TARGET_TOKENIZER, model_config.tgt_vocab_size)):  # fmt: skip
             tokenizers.append(SubwordTokenizer.load(model_dir / name))
             check_vocab_size(model_dir / name, tokenizers[-1].vocab_size, size)
+        source_tokenizer, target_tokenizer = tokenizers
         return cls(
             model,
-            *tokenizers,
-            run.section("decode", DecodeConfig),
+            source_tokenizer=source_tokenizer,
+            target_tokenizer=target_tokenizer,
+            decode=run.section("decode", DecodeConfig),
             limits=LengthLimits.without_table(data.max_len),
             data=data,
             precision=precision,
@@ -340,7 +344,7 @@ class Translator:
         translation, maps = self.attentions(item, beam_size=beam)
         source, target = translation.source_pieces, translation.target_pieces
         tokens = {"source": source, "target": target, "read": ["<s>", *target[:-1]]}
-        views = [
+        views: list[TokenView | ImageView] = [
             TokenView(view_id, title, tokens[rows], tokens[cols], maps[view_id],
                       self_attention=view_id != "cross")
             for view_id, title, rows, cols in VIEWS
@@ -359,7 +363,7 @@ class Translator:
         # Each sentence's own limit: its output never depends on the rest of its batch.
         max_len = [self.decode.max_len(len(s)) for s in sources]
         model: Any = self.model
-        if has_lean_step(self.model):
+        if isinstance(self.model, Transformer) and has_lean_step(self.model):  # no copy head
             weights = decode_weights(self.model, self.precision)
             model = LeanTranslationDecoder(
                 self.model,
@@ -402,62 +406,3 @@ class Translator:
 
 def _device_of(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
-
-
-@dataclass(frozen=True)
-class EvaluationReport:
-    split: str
-    scores: CorpusScores
-    buckets: list[BucketScore]
-    examples: list[tuple[str, str, str]]  # (source, hypothesis, reference)
-    beam_size: int
-    exact_match: float  # fraction of hypotheses identical to their reference
-
-    def lines(self, examples: int = 5) -> list[str]:
-        """What ``qkv evaluate`` prints: the scores, then ``examples`` translations."""
-        s = self.scores
-        lines = [
-            f"{self.split}: {s.sentences} sentences, beam {self.beam_size}",
-            f"BLEU {s.bleu:.2f}  ({s.bleu_signature})",
-            f"chrF {s.chrf:.2f}  ({s.chrf_signature})",
-            f"exact match {self.exact_match:.1%}",
-            "BLEU by source length (words): "
-            + ", ".join(f"{b.label}: {b.bleu:.1f} (n={b.sentences})" for b in self.buckets),
-        ]
-        first = self.examples[:examples]
-        short = self.short_examples(examples, shown=first)
-        for title, group in (("the first sentences", first), ("short sentences", short)):
-            if group:
-                lines.append(f"\n{title} of {self.split}:")
-            for source, hypothesis, reference in group:
-                lines.append(
-                    f"  source     {source}\n  qkv        {hypothesis}\n  reference  {reference}\n"
-                )
-        return lines
-
-    def short_examples(
-        self, count: int, *, shown: Sequence[tuple[str, str, str]] = (), min_words: int = 4
-    ) -> list[tuple[str, str, str]]:
-        """The ``count`` shortest sources of at least ``min_words`` words (in split order among
-        equals), each source once, leaving out those in ``shown``: where a short-trained model
-        is at its best, next to the long ones a split usually opens with."""
-        seen = {source for source, _, _ in shown}
-        candidates = []
-        for example in self.examples:  # each source once: "Yahweh spoke to Moses, saying," recurs
-            if len(example[0].split()) >= min_words and example[0] not in seen:
-                seen.add(example[0])
-                candidates.append(example)
-        return sorted(candidates, key=lambda e: len(e[0].split()))[:count]
-
-    def record(self) -> dict[str, Any]:
-        """What ``results.json`` keeps of this split."""
-        return {
-            "bleu": self.scores.bleu,
-            "chrf": self.scores.chrf,
-            "bleu_signature": self.scores.bleu_signature,
-            "chrf_signature": self.scores.chrf_signature,
-            "sentences": self.scores.sentences,
-            "exact_match": self.exact_match,
-            "beam_size": self.beam_size,
-            "bleu_by_source_length": {b.label: [b.sentences, b.bleu] for b in self.buckets},
-        }

@@ -33,7 +33,8 @@ from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_dir import SOURCE_TOKENIZER, TARGET_TOKENIZER, save_results
 from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
-from qkv.tasks.translation.runner import EvaluationReport, Translator
+from qkv.tasks.translation.report import EvaluationReport
+from qkv.tasks.translation.runner import Translator
 from qkv.training.losses import sequence_cross_entropy
 
 logger = logging.getLogger(__name__)
