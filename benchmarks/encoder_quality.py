@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, however
 from harness.machine import machine_description, utc_stamp
 from harness.report import log, publish, run_named
 
-from qkv.tasks.classification.train import Classifier
+from qkv.tasks.classification.runner import Classifier
 from qkv.tasks.run_config import load_run_config
-from qkv.tasks.tagging.train import Tagger
+from qkv.tasks.tagging.runner import Tagger
 
 RUNS = {
     "rt-minilm": "configs/classify/rt-minilm.yaml",

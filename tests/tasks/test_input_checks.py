@@ -17,7 +17,7 @@ from qkv.decoding.sampling import SamplingConfig
 from qkv.tasks.captioning import runner as captioner_module
 from qkv.tasks.captioning.runner import Captioner
 from qkv.tasks.classification.runner import Classifier
-from qkv.tasks.image_classification import task as image_classification
+from qkv.tasks.image_classification import runner as image_classification
 from qkv.tasks.image_classification.runner import ImageClassifier
 from qkv.tasks.input_checks import (
     InputWarning,
