@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from qkv.studies.score_functions import DemoReport, run_demo
+if TYPE_CHECKING:
+    from qkv.studies.score_functions import DemoReport
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.studies.score_functions import run_demo
+
     print(format_report(run_demo(with_speed=not args.no_speed, seed=args.seed)))
     return 0
 
