@@ -4,7 +4,8 @@ directory loads into, and the typed values a runner returns (a :class:`Report` o
 :class:`ImageView` that ``qkv plot-attention`` draws and the explorer sends).
 
     spec = task("translation")                  # qkv.tasks.registry
-    trained = spec.train(config, progress=True)  # claims out_dir, trains, keeps the best weights
+    run = TrainingRun(config, progress=True)     # qkv.tasks.run_skeleton: claims out_dir, seeds
+    trained = spec.train(run)                    # trains, keeps the best weights
     runner = spec.load("runs/demo")              # a Runner
     report = runner.report("test", limit=None, options=EvaluateOptions(beam=4))
     report.lines                                 # what `qkv evaluate` shows, one per line
