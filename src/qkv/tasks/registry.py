@@ -1,11 +1,12 @@
-"""The task registry: one row per task, naming the module of its spec (``qkv/tasks/<task>/task.py``).
+"""The task registry: one row per task, naming the module of its spec
+(``qkv/tasks/<task>/task.py``).
 
 Each holds a ``TASK`` :class:`~qkv.tasks.spec.TaskSpec` (its configuration sections, model
 families, where its training function and runner are, and the options it takes). Spec modules
 are imported on first use and import only the task's sections, so a command pays only for the
-task it runs, and reading a YAML file pays for none of its training code. ``qkv train``, ``evaluate``,
-``plot-attention``, ``serve`` and ``explore`` ask this registry and nothing else; adding a task
-is one module and one row here (ARCHITECTURE.md, "Adding a task").
+task it runs, and reading a YAML file pays for none of its training code. ``qkv train``,
+``evaluate``, ``plot-attention``, ``serve`` and ``explore`` ask this registry and nothing else;
+adding a task is one folder and one row here (ARCHITECTURE.md, "Adding a task").
 """
 
 from __future__ import annotations
