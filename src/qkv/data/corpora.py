@@ -30,10 +30,12 @@ from typing import Any, Generic, TypeVar
 
 from qkv.data.errors import DataError
 
-__all__ = ["MISSING_OPTIONS", "UNKNOWN_OPTIONS", "CorpusRegistry"]
+__all__ = ["MISSING_OPTIONS", "UNKNOWN_NAME", "UNKNOWN_OPTIONS", "CorpusRegistry"]
 
 T = TypeVar("T")
 
+UNKNOWN_NAME = "unknown {kind} {name!r}; known: {known}"
+"""How an unknown corpus name is refused (``known``: the registered names)."""
 UNKNOWN_OPTIONS = "{kind} {name!r} got unknown option(s) {unknown}; its options: {accepted}"
 """How an unknown option is refused (``accepted``: the loader's options, or ``none``)."""
 MISSING_OPTIONS = "{kind} {name!r} needs option(s) {missing}"
@@ -49,8 +51,9 @@ class CorpusRegistry(Mapping[str, Callable[..., T]], Generic[T]):
         kind: what one corpus is called in messages (``"text corpus"``, ``"image data set"``).
         loaders: name -> loader, in the order the names are listed.
         defaults: name -> options the registry passes unless the caller gives them.
-        unknown_options / missing_options: the wording of the two refusals, formatted with
-            ``kind``, ``name``, ``unknown`` / ``missing`` (lists) and ``accepted`` (a string).
+        unknown_options / missing_options / unknown_name: the wording of the refusals,
+            formatted with ``kind``, ``name``, ``unknown`` / ``missing`` (lists), ``accepted``
+            and ``known`` (strings).
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class CorpusRegistry(Mapping[str, Callable[..., T]], Generic[T]):
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         unknown_options: str = UNKNOWN_OPTIONS,
         missing_options: str = MISSING_OPTIONS,
+        unknown_name: str = UNKNOWN_NAME,
     ) -> None:
         self.kind = kind
         self._loaders = dict(loaders)
@@ -68,6 +72,7 @@ class CorpusRegistry(Mapping[str, Callable[..., T]], Generic[T]):
         self._defaults = {name: dict(options) for name, options in (defaults or {}).items()}
         self._unknown_options = unknown_options
         self._missing_options = missing_options
+        self._unknown_name = unknown_name
         for name, options in self._defaults.items():
             if name not in self._loaders:
                 raise ValueError(f"defaults for {kind} {name!r}, which is not registered")
@@ -119,7 +124,8 @@ class CorpusRegistry(Mapping[str, Callable[..., T]], Generic[T]):
 
     def _check_name(self, name: str) -> None:
         if name not in self._loaders:
-            raise DataError(f"unknown {self.kind} {name!r}; known: {', '.join(self._loaders)}")
+            known = ", ".join(self._loaders)
+            raise DataError(self._unknown_name.format(kind=self.kind, name=name, known=known))
 
 
 def _named_parameters(kind: str, name: str, loader: Callable[..., Any]) -> dict[str, bool]:

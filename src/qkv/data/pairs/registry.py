@@ -50,6 +50,10 @@ CORPORA: CorpusRegistry[ParallelCorpus] = CorpusRegistry(
         "tsv": load_tsv_corpus,
     },
     defaults={"reverse": {"n_train": 10_000, "n_valid": 500, "n_test": 500}},
+    # The wording these refusals had before the registries were one (what users have seen).
+    unknown_options="load_corpus({name!r}) got unknown option(s) {unknown}; options: {accepted}",
+    missing_options="load_corpus({name!r}) needs option(s) {missing}",
+    unknown_name="unknown corpus {name!r}; known corpora: {known}",
 )
 """Corpus name -> loader, in alphabetical order (the order an unknown name's message lists)."""
 
