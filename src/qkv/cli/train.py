@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         config = load_run_config(config_path(args.config), args.overrides)
     # torchrun: join the process group (NCCL when training on CUDA); otherwise one process.
-    distributed = from_environment(training_device(config.train))
+    device = training_device(config.train)  # resolved once: the backend and the run use it
+    distributed = from_environment(device)
     say = print if distributed.main else (lambda *a, **k: None)
     verb = "resuming" if args.resume else "training"
     where = f"{config.out_dir}" + (
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         # directory claimed); the task's train(run) adds its data, model, loss and evaluation.
         run = TrainingRun(config, resume=args.resume is not None, overwrite=args.overwrite,
                           distributed=distributed, progress=not args.quiet,
-                          handle_signals=True)  # fmt: skip
+                          handle_signals=True, device=device)  # fmt: skip
         trained = run.spec.train(run)
     finally:
         shutdown()

@@ -32,8 +32,9 @@ from qkv.tasks.registry import task as registered
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, claim_run_dir, snapshot_dir
 from qkv.training.checkpoint import save_weights
+from qkv.training.device import rank_device, training_device
 from qkv.training.distributed import Distributed
-from qkv.training.trainer import TrainResult, train, training_device
+from qkv.training.trainer import TrainResult, train
 
 T = TypeVar("T")
 
@@ -68,6 +69,8 @@ class TrainingRun:
             files; the other ranks read what it wrote.
         progress: a progress bar; handle_signals: on SIGINT/SIGTERM, finish the step,
             checkpoint and return.
+        device: the device the caller resolved with
+            :func:`~qkv.training.device.training_device` (``None``: resolved here).
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class TrainingRun:
         distributed: Distributed | None = None,
         progress: bool = False,
         handle_signals: bool = False,
+        device: torch.device | None = None,
     ) -> None:
         spec = registered(config.task)  # the one lookup of the run's task
         if config.family not in spec.families:
@@ -89,8 +93,13 @@ class TrainingRun:
         self.spec, self.config, self.out = spec, config, Path(config.out_dir)
         self.resume, self.progress, self.handle_signals = resume, progress, handle_signals
         self.distributed = distributed or Distributed()
-        # The one resolution of the device: rejected here, before any write.
-        self.device = training_device(config.train, self.distributed)
+        # The device, resolved once (by the caller, who needed it to join torchrun's process
+        # group, or here) and rejected before any write; the engine trains on it.
+        self.device = (
+            training_device(config.train, self.distributed)
+            if device is None
+            else rank_device(device, config.train, self.distributed)
+        )
         if not resume and self.distributed.main:
             claim_run_dir(self.out, overwrite)
         torch.manual_seed(config.train.seed)

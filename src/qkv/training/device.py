@@ -29,13 +29,21 @@ def training_device(config: TrainConfig, distributed: Distributed | None = None)
     """The device ``config`` trains on, after the checks that need no model and no data (the
     device is there, fp16 runs on CUDA, TensorBoard is installed when asked for). A task calls
     it before it writes anything, so that a rejected setting leaves no files behind."""
-    dist_ = distributed or Distributed()
     device = resolve_device(config.device)
-    if dist_.world > 1 and device.type == "cuda" and config.device in ("auto", "cuda"):
-        device = torch.device("cuda", dist_.local_rank)  # one GPU per process
     if config.precision == "fp16" and device.type != "cuda":
         raise ValueError("train.precision=fp16 needs a CUDA device; use bf16 on the CPU")
     check_tensorboard(config.tensorboard)
+    return rank_device(device, config, distributed)
+
+
+def rank_device(
+    device: torch.device, config: TrainConfig, distributed: Distributed | None
+) -> torch.device:
+    """``device`` (resolved by :func:`training_device`) as this process uses it: under torchrun
+    with ``train.device`` ``auto`` or ``cuda``, the GPU of the process's local rank."""
+    dist_ = distributed or Distributed()
+    if dist_.world > 1 and device.type == "cuda" and config.device in ("auto", "cuda"):
+        return torch.device("cuda", dist_.local_rank)  # one GPU per process
     return device
 
 
