@@ -1,14 +1,26 @@
-"""One ``qkv train`` resolves its device once: the CLI resolves it to join torchrun's process
-group, hands it to the run, and the run hands it to the engine."""
+"""One ``qkv train`` looks its task up once and resolves its device once: the CLI resolves the
+device to join torchrun's process group and hands it to the run, which hands it to the engine."""
 
 from __future__ import annotations
 
+import importlib
+import types
+
 from qkv.cli.main import main
+from qkv.tasks import registry
 from qkv.training import device as device_module
 from tests.tasks.test_every_task import QUICK, ROOT
 
 
-def test_a_run_resolves_its_device_once(tmp_path, monkeypatch, capsys):
+def test_a_run_looks_its_task_up_once_and_resolves_its_device_once(tmp_path, monkeypatch, capsys):
+    lookups = []
+
+    def import_module(name):
+        lookups.append(name)
+        return importlib.import_module(name)
+
+    monkeypatch.setattr(registry, "importlib", types.SimpleNamespace(import_module=import_module))
+    registry._spec.cache_clear()
     calls = []
     resolve = device_module.resolve_device
 
@@ -25,3 +37,4 @@ def test_a_run_resolves_its_device_once(tmp_path, monkeypatch, capsys):
     assert main(argv) == 0, capsys.readouterr().err
     assert "model saved in" in capsys.readouterr().out
     assert calls == ["auto"]
+    assert lookups == ["qkv.tasks.translation.task"]

@@ -11,6 +11,7 @@ adding a task is one folder and one row here (ARCHITECTURE.md, "Adding a task").
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 from qkv.tasks.spec import TaskSpec
@@ -31,12 +32,18 @@ TASKS: dict[str, str] = {
 
 
 def task(name: str) -> TaskSpec:
-    """The spec of task ``name``; an unknown name is an error listing the known ones."""
+    """The spec of task ``name``; an unknown name is an error listing the known ones. Each spec
+    is looked up (its module imported and checked) once per process and kept."""
     if not isinstance(name, str) or name not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}, got {name!r}")
-    spec = importlib.import_module(TASKS[name]).TASK
+    return _spec(name, TASKS[name])
+
+
+@functools.cache
+def _spec(name: str, module: str) -> TaskSpec:
+    spec = importlib.import_module(module).TASK
     if not isinstance(spec, TaskSpec) or spec.name != name:
-        raise TypeError(f"{TASKS[name]}.TASK is not the TaskSpec of {name!r}")
+        raise TypeError(f"{module}.TASK is not the TaskSpec of {name!r}")
     return spec
 
 
