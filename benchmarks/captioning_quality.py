@@ -30,7 +30,7 @@ RUNS = {
     "mnist-soft": "configs/caption/mnist-soft.yaml",
     "mnist-hard": "configs/caption/mnist-hard.yaml",
 }
-# What issue 7 asks of the held-out strips, per attention kind.
+# What the held-out strips must reach, per attention kind.
 TARGETS = {
     "soft": {"exact_match": 0.95, "alignment_accuracy": 0.90},
     "hard": {"exact_match": 0.85},

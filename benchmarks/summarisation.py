@@ -1,4 +1,4 @@
-"""Summarisation and dialogue (issue 20): the pointer-generator and coverage against the plain
+"""Summarisation and dialogue: the pointer-generator and coverage against the plain
 attention model on docstring summaries, and dialogue with attention to the previous turn against
 the same model reading no context.
 
@@ -367,7 +367,7 @@ def write_report(results: dict, machine: str) -> None:
     text = "\n".join(head + sections)
     atomic_write(REPORT, lambda handle: handle.write(text), mode="w")
     section = "\n".join([
-        BEGIN, "## Summarisation and dialogue (issue 20)", "",
+        BEGIN, "## Summarisation and dialogue", "",
         f"Machine: {machine}. Command: `{COMMAND}`; the whole report: "
         "[docs/results/summarisation.md](results/summarisation.md).", "",
         *sections, END,

@@ -5,15 +5,8 @@ poolings for classifiers and taggers."""
 from qkv.layers.feedforward import PositionwiseFeedForward
 from qkv.layers.pooling import AttentionPooling, PoolOutput, StructuredSelfAttention
 from qkv.layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
-from qkv.layers.recurrent import (
-    BahdanauDecoder,
-    EncoderOutput,
-    FixedContextDecoder,
-    LuongDecoder,
-    RecurrentDecoder,
-    RecurrentEncoder,
-    RecurrentState,
-)
+from qkv.layers.recurrent import EncoderOutput, RecurrentDecoder, RecurrentEncoder, RecurrentState
+from qkv.layers.recurrent_decoders import BahdanauDecoder, FixedContextDecoder, LuongDecoder
 from qkv.layers.transformer import (
     TransformerDecoder,
     TransformerDecoderLayer,

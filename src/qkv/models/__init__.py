@@ -29,7 +29,7 @@ _EXPORTS = {
     "SpanReader": "qkv.models.span_reader",
     "SpanReaderConfig": "qkv.models.span_reader",
     "Transformer": "qkv.models.transformer.model",
-    "TransformerConfig": "qkv.models.transformer.model",
+    "TransformerConfig": "qkv.models.transformer.config",
     "TransformerLM": "qkv.models.language_model.model",
     "TransformerLMConfig": "qkv.models.language_model.model",
     "ViT": "qkv.models.vit",

@@ -57,15 +57,8 @@ from qkv.layers.copy import (
     extended_log_probs,
     fed_ids,
 )
-from qkv.layers.recurrent import (
-    BahdanauDecoder,
-    EncoderOutput,
-    FixedContextDecoder,
-    LuongDecoder,
-    RecurrentDecoder,
-    RecurrentEncoder,
-    RecurrentState,
-)
+from qkv.layers.recurrent import EncoderOutput, RecurrentDecoder, RecurrentEncoder, RecurrentState
+from qkv.layers.recurrent_decoders import BahdanauDecoder, FixedContextDecoder, LuongDecoder
 from qkv.models.outputs import Seq2SeqOutput, StepOutput
 from qkv.models.sizes import check_parameters, recurrent_layers
 

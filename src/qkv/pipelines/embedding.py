@@ -293,7 +293,7 @@ def _read_json(path: Path, kind: type = dict):
 def _pooling_mode(folder: Path) -> str:
     """The pooling that ``1_Pooling/config.json`` selects (default: mean); ``modules.json`` may
     list only modules this pipeline reproduces."""
-    pooling_dir = "1_Pooling"
+    folders = {}  # module type -> its folder, where modules.json names one
     for module in _read_json(folder / "modules.json", list):
         kind = str(module.get("type", "")).rsplit(".", 1)[-1] if isinstance(module, dict) else ""
         if kind not in KNOWN_MODULES:
@@ -301,9 +301,9 @@ def _pooling_mode(folder: Path) -> str:
                 f"{folder / 'modules.json'} lists a module of type {kind or module!r}; only "
                 f"{', '.join(KNOWN_MODULES)} are supported"
             )
-        if kind == "Pooling" and module.get("path"):
-            pooling_dir = str(module["path"])
-    path = folder / pooling_dir / "config.json"
+        if module.get("path"):
+            folders[kind] = str(module["path"])
+    path = folder / folders.get("Pooling", "1_Pooling") / "config.json"
     config = _read_json(path)
     if not config:
         return "mean"
