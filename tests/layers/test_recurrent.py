@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 import torch
-from qkv.layers.recurrent_decoders import FixedContextDecoder, LuongDecoder
 from torch import nn
 
 from qkv.attention import Dot, General, padding_mask
 from qkv.layers.recurrent import EncoderOutput, Maxout, RecurrentEncoder, RecurrentState
+from qkv.layers.recurrent_decoders import FixedContextDecoder, LuongDecoder
 
 LENGTHS = torch.tensor([3, 6, 1, 4])  # unsorted on purpose: packing must restore the order
 
