@@ -35,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from qkv.data.errors import decode_utf8
     from qkv.data.reading.squad import read_squad
-    from qkv.io import atomic_write_json
+    from qkv.io import atomic_write_json, check_output_file
     from qkv.tasks.reading.runner import Reader
     from qkv.tasks.run_dir import load_runner
 
@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give at least one QUESTION about the --context passage")
     if args.output is not None and args.squad is None:
         raise ValueError("-o writes the predictions of --squad")
+    if args.output is not None:
+        check_output_file(args.output)
     squad = read_squad(args.squad) if args.squad is not None else None
     if args.context is not None:
         path = Path(args.context)

@@ -67,15 +67,20 @@ def _truncate_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def run_embed(args: argparse.Namespace) -> int:
+    from qkv.io import STREAMS, check_output_file
+
     texts = list(args.texts)
     if args.file is not None:
         texts += read_lines(args.file)
     if not texts:
         raise ValueError("no texts to embed: give TEXT arguments or --file F")
-    if args.output is not None and args.output.suffix not in OUTPUTS:
-        raise ValueError(
-            f"cannot write {args.output}: the output must end in {' or '.join(OUTPUTS)}"
-        )
+    if args.output is not None:
+        if args.output.suffix not in OUTPUTS and str(args.output) not in STREAMS:
+            raise ValueError(
+                f"cannot write {args.output}: the output must end in {' or '.join(OUTPUTS)} "
+                "(or be - for JSON lines on standard output)"
+            )
+        check_output_file(args.output)
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     encoder = _load(args.model)

@@ -8,6 +8,7 @@ trained on, say) as one ``qkv COMMAND: warning: ...`` line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -61,6 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _messages_beside(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """With ``-o -`` (or ``/dev/stdout``) standard output carries the written file alone: the
+    command's own lines go to standard error."""
+    from qkv.io import STREAMS
+
+    if STREAMS.get(str(getattr(args, "output", None))) == 1:
+        return contextlib.redirect_stdout(sys.stderr)
+    return contextlib.nullcontext()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -68,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        with warnings_to_stderr(args.command):
+        with warnings_to_stderr(args.command), _messages_beside(args):
             return args.run(args)
     except ModuleNotFoundError as error:
         if "pip install" in str(error):  # qkv's own message names the extra to install

@@ -68,6 +68,7 @@ def _check_tokens(args: argparse.Namespace, *axes: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.io import check_output_file
     from qkv.tasks.run_dir import model_task
     from qkv.tasks.spec import ImageView, ViewOptions
 
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     spec.check_options("plot-attention", [k for k, v in given.items() if v], "view")
     if spec.input == "text":
         _check_words(args)
+    check_output_file(args.output)
     runner = spec.load(args.model)
     item = runner.read_image(args.text) if spec.input == "image" else args.text
     new_tokens = 0

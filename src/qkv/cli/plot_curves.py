@@ -21,12 +21,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkv.io import check_output_file
     from qkv.viz.curves import plot_training_curves
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run directory {run_dir}")
     output = Path(args.output) if args.output else run_dir / "curves.png"
+    check_output_file(output)
     path = plot_training_curves(run_dir / "metrics.csv", output, title=run_dir.name)
     print(f"wrote {path}")
     return 0

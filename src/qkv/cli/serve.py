@@ -110,11 +110,12 @@ def run_explore(args: argparse.Namespace) -> int:
     from qkv.explorer.page import page_data, render_page
     from qkv.explorer.session import ExplorerModels
     from qkv.explorer.views import Limits
-    from qkv.io import atomic_write
+    from qkv.io import STREAMS, atomic_write, check_output_file
 
     output = Path(args.output)
-    if output.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"-o must name an .html file, got {output}")
+    if output.suffix.lower() not in (".html", ".htm") and str(output) not in STREAMS:
+        raise ValueError(f"-o must name an .html file (or - for standard output), got {output}")
+    check_output_file(output)
     limits = Limits()
     models = ExplorerModels.load([args.model])
     (model,) = models

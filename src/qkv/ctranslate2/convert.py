@@ -55,7 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.attention.multihead import MultiHeadAttention
-from qkv.io import fsync_dir
+from qkv.io import fsync_dir, make_temporary_directory
 from qkv.layers.feedforward import PositionwiseFeedForward
 from qkv.models.language_model.model import TransformerLM
 from qkv.models.transformer.model import Transformer
@@ -379,7 +379,7 @@ def save_spec(
     spec.validate()
     spec.optimize(quantization=quantization)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    tmp = make_temporary_directory(out.parent, out.name)
     old: Path | None = None
     try:
         spec.save(str(tmp))

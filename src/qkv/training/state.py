@@ -26,7 +26,6 @@ import math
 import random
 import re
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from qkv.io import atomic_write, atomic_write_json, fsync_dir, remove_stale_temporaries
+from qkv.io import (
+    atomic_write,
+    atomic_write_json,
+    fsync_dir,
+    make_temporary_directory,
+    remove_stale_temporaries,
+)
 from qkv.training.checkpoint import (
     CheckpointError,
     check_finite,
@@ -90,7 +95,7 @@ def save_checkpoint(
         if not (root / name).exists():  # latest.json never points at a directory being replaced
             break
         name = f"step-{loop.step:09d}-{attempt}"
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.", suffix=".tmp"))
+    tmp = make_temporary_directory(root, name)
     try:
         save_weights(model, tmp / "model.safetensors")
         tensors, groups = _optimiser_to_files(optimiser)
