@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qkv.cli.main import main
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"
@@ -94,6 +94,8 @@ def test_bad_input_exits_2_and_names_it(run, tmp_path, capsys):
         stderr = capsys.readouterr().err
         assert message in stderr and "Traceback" not in stderr, (argv, stderr)
     assert not (tmp_path / "x.png").exists()
-    result = qkv("caption", "--model", model, "--test-strips", "-1")  # the real command, once
+    result = qkv_process(
+        "caption", "--model", model, "--test-strips", "-1"
+    )  # the real command, once
     assert result.returncode == 2 and "--test-strips must be >= 0" in result.stderr
     assert "Traceback" not in result.stderr

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from qkv.cli.main import main
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
@@ -33,7 +33,7 @@ def encoder():
 
 
 def test_embed_prints_json_lines_through_the_real_command(encoder):
-    result = qkv("embed", *TEXTS)
+    result = qkv_process("embed", *TEXTS)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row["text"] for row in rows] == TEXTS

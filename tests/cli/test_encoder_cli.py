@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 
 def _write_reviews(path) -> None:
@@ -79,7 +79,9 @@ def tagger(tmp_path_factory):
 
 
 def test_classify_evaluate_and_plot(classifier, tmp_path):
-    result = qkv("classify", "--model", str(classifier), "a superb film", "the plot was dull")
+    result = qkv_process(
+        "classify", "--model", str(classifier), "a superb film", "the plot was dull"
+    )  # the real command once
     assert result.returncode == 0, result.stderr
     labels = [line.split("\t")[0] for line in result.stdout.splitlines()]
     assert labels == ["pos", "neg"]
@@ -99,7 +101,7 @@ def test_classify_evaluate_and_plot(classifier, tmp_path):
 
 
 def test_tag_and_evaluate(tagger):
-    result = qkv("tag", "--model", str(tagger), "to walk 7.")
+    result = qkv_process("tag", "--model", str(tagger), "to walk 7.")  # the real command once
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["to/TO", "walk/NN", "7/CD", "./."]
     result = qkv("evaluate", "--model", str(tagger))

@@ -30,8 +30,8 @@ import pytest
 import yaml
 
 from qkv.cli.main import main
-from tests.explorer.models import train_models
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv_process
+from tests.explorer.models import explorer_models
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
@@ -46,10 +46,12 @@ LONG = 10_000_000  # characters of the over-long texts: a 10 MB line or argument
 
 @dataclass(frozen=True)
 class World:
-    """Where the cases' paths lie; every path is under ``root``, which is snapshotted."""
+    """Where the cases' paths lie: under ``root`` or in ``shared`` (the models trained once per
+    test run); both are snapshotted."""
 
     root: Path
     models: dict[str, Path] = field(repr=False)
+    shared: tuple[Path, ...] = field(repr=False)  # models trained once per test run, watched too
     values: dict[str, str] = field(repr=False)
 
 
@@ -258,7 +260,9 @@ def _corrupt_models(bad: Path, models: dict[str, Path]) -> None:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> World:
     root = tmp_path_factory.mktemp("hostile")
-    models = train_models(root / "models")
+    models = explorer_models(tmp_path_factory)
+    shared = tuple(models.values())
+    (root / "models").mkdir()
     models["checkpointed"] = _checkpointed_run(root / "models")
     models["rnn"] = _rnn_run(root / "models")
     _hostile_files(root / "files", models)
@@ -275,7 +279,7 @@ def world(tmp_path_factory) -> World:
     from PIL import Image
 
     Image.new("L", (8, 8), color=128).save(root / "files" / "digit.png")
-    return World(root, models, {k: str(v) for k, v in values.items()})
+    return World(root, models, shared, {k: str(v) for k, v in values.items()})
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -636,10 +640,11 @@ def count_by_command() -> Counter:
 _HASHES: dict[tuple, str] = {}  # (path, inode, size, mtime) -> sha256: each file hashed once
 
 
-def _snapshot(root: Path) -> dict[str, tuple]:
-    """Every file and folder under ``root``: its size, modification time and content hash."""
+def _snapshot(world: World) -> dict[str, tuple]:
+    """Every file and folder under the world's root and its shared models: its size,
+    modification time and content hash."""
     seen: dict[str, tuple] = {}
-    for path in sorted(root.rglob("*")):
+    for path in sorted(p for root in (world.root, *world.shared) for p in root.rglob("*")):
         stat = path.lstat()
         if path.is_dir():
             seen[str(path)] = ("dir", stat.st_mtime_ns)
@@ -664,13 +669,13 @@ def _run(argv: list[str], stdin: bytes | None, monkeypatch) -> int:
 def test_hostile_input_exits_2_and_names_it(world, template, message, stdin, capsys, monkeypatch):
     argv = [part.format(**world.values) for part in template]
     monkeypatch.chdir(world.root / "cwd")
-    before = _snapshot(world.root)
+    before = _snapshot(world)
     code = _run(argv, stdin, monkeypatch)
     err = capsys.readouterr().err
     assert "Traceback" not in err, err[-2000:]
     assert code == 2, (code, err[-2000:])
     assert message.format(**world.values) in err, err[-2000:]
-    assert _snapshot(world.root) == before, "a failing command created or changed files"
+    assert _snapshot(world) == before, "a failing command created or changed files"
 
 
 def test_every_command_has_cases():
@@ -689,11 +694,11 @@ def test_every_command_has_cases():
     ],
 )
 def test_through_the_real_command_line(world, args, message):
-    before = _snapshot(world.root)
-    result = qkv(*(arg.format(**world.values) for arg in args))
+    before = _snapshot(world)
+    result = qkv_process(*(arg.format(**world.values) for arg in args))
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
-    assert _snapshot(world.root) == before
+    assert _snapshot(world) == before
 
 
 if __name__ == "__main__":  # python -m tests.cli.test_hostile: the cases per command

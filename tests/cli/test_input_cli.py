@@ -14,7 +14,7 @@ import pytest
 
 from qkv.cli.main import main
 from qkv.viz.image_attention import save_image
-from tests.tasks.tiny_models import ROOT, train_tiny
+from tests.tasks.tiny_models import ROOT, tiny_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,9 +23,8 @@ BAD = b"a b c\n\xff\xfe x\n"  # line 2 starts at byte 6 with a byte UTF-8 never 
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    return train_tiny(
-        tmp_path_factory.mktemp("cli-models"),
-        ("translation", "language_model", "classification", "tagging", "caption"),
+    return tiny_models(
+        tmp_path_factory, ("translation", "language_model", "classification", "tagging", "caption")
     )
 
 

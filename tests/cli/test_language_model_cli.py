@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from tests.commands import qkv, qkv_process
 from tests.data.conftest import needs_bible
-from tests.integration.test_reverse_cli import qkv
 
 
 @needs_bible
@@ -24,7 +24,9 @@ def test_train_generate_and_evaluate_a_character_model(tmp_path):
     bits = float(re.search(r"bits per character ([\d.]+)", result.stdout).group(1))
     assert bits < 3.3  # a unigram model of English text needs about 4.1 bits per character
 
-    result = qkv("generate", "--model", str(model), "And God said", "--max-new-tokens", "40")
+    result = qkv_process(
+        "generate", "--model", str(model), "And God said", "--max-new-tokens", "40"
+    )
     assert result.returncode == 0, result.stderr
     half = qkv(
         "generate", "--model", str(model), "And God said", "--max-new-tokens", "40", "--bf16"

@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 SYLLABLES = ["ka", "lo", "mi", "ra", "ven", "tor", "zu", "bel", "dri", "no", "sa", "quin"]
 FILLER = ["we", "saw", "met", "with", "and", "the", "a", "today", "again", "later", "walked",
@@ -98,7 +98,7 @@ TEXT = "Today we met Dr Zukalo Mira near Venbel ."
 
 
 def test_tag_prints_spans_conll_and_json(entity_tagger):
-    result = qkv("tag", "--model", str(entity_tagger), TEXT)
+    result = qkv_process("tag", "--model", str(entity_tagger), TEXT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Today we met Dr [Zukalo Mira](person) near [Venbel](place) ."
     result = qkv("tag", "--model", str(entity_tagger), "--format", "conll", TEXT)

@@ -14,7 +14,7 @@ import yaml
 
 from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.data.reading.squad import cloze_as_spans, write_squad
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 # Each reader: its model section, its step budget and its data settings. The encoder span reader
 # reads a BPE in windows of 48 ids, so every passage takes two or three.
@@ -79,7 +79,9 @@ def test_answer_reads_a_passage_file_and_a_squad_file(trained, tmp_path):
     question = synthetic_cloze(5, seed=99).test[0]
     (tmp_path / "passage.txt").write_text(" ".join(question.passage), encoding="utf-8")
     asked = " ".join(question.question)
-    result = qkv("answer", "--model", str(out), "--context", str(tmp_path / "passage.txt"), asked)
+    result = qkv_process(
+        "answer", "--model", str(out), "--context", str(tmp_path / "passage.txt"), asked
+    )
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0].split("\t")
     assert first[0] == question.answer and float(first[1]) > 0.5, result.stdout

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"
@@ -55,7 +55,7 @@ def vit(tmp_path_factory):
 
 def test_classify_image_and_evaluate(vit):
     images = [str(vit / "digits" / name / "0.png") for name in CLASSES]
-    result = qkv("classify-image", "--model", str(vit / "run"), *images)
+    result = qkv_process("classify-image", "--model", str(vit / "run"), *images)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 3 and all(line.split("\t")[0] in CLASSES for line in lines)

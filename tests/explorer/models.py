@@ -7,10 +7,14 @@ it shows of a model, not how good the model is."""
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 
+import torch
 import yaml
+from filelock import FileLock
 
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_skeleton import run_training
@@ -82,6 +86,52 @@ def _write_files(folder: Path) -> None:
             " ".join(rng.choice(["to/TO", "walk/NN", "7/CD", "./."]) for _ in range(count))
         )
     (folder / "tagged.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def model_dir(folder: Path, kind: str) -> Path:
+    """Where :func:`train_models` puts the model of ``kind`` under ``folder``."""
+    return folder / (FROM_CONFIGS[kind][0] if kind in FROM_CONFIGS else kind)
+
+
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this test run that every pytest-xdist worker sees (the workers' base
+    temporary folders are siblings)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def train_shared(
+    tmp_path_factory,
+    name: str,
+    kinds: tuple[str, ...],
+    train: Callable[[Path, tuple[str, ...]], dict[str, Path]],
+    where: Callable[[Path, str], Path],
+) -> dict[str, Path]:
+    """The models of ``kinds`` trained by ``train(folder, kinds)`` once per test run, whichever
+    module and worker asks first; the others wait for it and read the same directories. A
+    test that changes a model copies it first. Trained on one thread."""
+    folder = shared_folder(tmp_path_factory, name)
+    with FileLock(str(folder / ".lock")):
+        missing = tuple(kind for kind in kinds if not (folder / f".{kind}.done").exists())
+        if missing:
+            before = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                train(folder, missing)
+            finally:
+                torch.set_num_threads(before)
+            for kind in missing:
+                (folder / f".{kind}.done").touch()
+    return {kind: where(folder, kind) for kind in kinds}
+
+
+def explorer_models(tmp_path_factory, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:
+    """:func:`train_models` of ``kinds``, once per test run (:func:`train_shared`)."""
+    return train_shared(tmp_path_factory, "explorer-models", kinds, train_models, model_dir)
 
 
 def train_models(folder: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:

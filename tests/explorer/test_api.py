@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from qkv.explorer.app import create_app
 from qkv.explorer.session import ExplorerModels
 from qkv.explorer.views import DIGITS, Limits
-from tests.explorer.models import train_models
+from tests.explorer.models import explorer_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROUNDING = 0.5 * 10**-DIGITS + 1e-7  # what rounding to DIGITS decimals may change
@@ -106,8 +106,8 @@ def test_translation_equals_the_translator(client, models):
     assert decoder.triu(1).abs().max() == 0
 
 
-def test_rnn_translators_one_alignment_or_none(tmp_path):
-    dirs = train_models(tmp_path, ("bahdanau", "fixed-context"))
+def test_rnn_translators_one_alignment_or_none(tmp_path_factory):
+    dirs = explorer_models(tmp_path_factory, ("bahdanau", "fixed-context"))
     client = TestClient(create_app(ExplorerModels.load(list(dirs.values()))), base_url=BASE_URL)
     result = client.post("api/run", json={"model": "reverse-bahdanau", "text": "a b c"}).json()
     (view,) = result["views"]  # the alignment: one layer, one head

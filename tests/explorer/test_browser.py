@@ -19,7 +19,7 @@ from qkv.explorer.page import page_data, render_page
 from qkv.explorer.session import ExplorerModels
 from qkv.explorer.views import Limits, token_view
 from qkv.tasks.registry import task
-from tests.explorer.models import train_models
+from tests.explorer.models import explorer_models
 from tests.explorer.server import serve_models
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
@@ -42,7 +42,7 @@ TIMEOUT = 10_000  # ms: anything the page does takes well under a second
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory) -> dict[str, Path]:
-    return train_models(tmp_path_factory.mktemp("explorer-models"), KINDS)
+    return explorer_models(tmp_path_factory, KINDS)
 
 
 @pytest.fixture(scope="module")

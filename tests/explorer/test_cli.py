@@ -22,16 +22,16 @@ pytest.importorskip("sklearn")
 from qkv.cli.main import main  # noqa: E402
 from qkv.explorer.page import page_data, render_page  # noqa: E402
 from qkv.explorer.views import Limits  # noqa: E402
-from tests.explorer.models import train_models  # noqa: E402
+from tests.commands import ROOT, qkv_process  # noqa: E402
+from tests.explorer.models import explorer_models  # noqa: E402
 from tests.explorer.test_api import digit_png  # noqa: E402
-from tests.integration.test_reverse_cli import ROOT, qkv  # noqa: E402
 
 DATA = re.compile(r'<script id="qkv-data" type="application/json">(.*?)</script>', re.S)
 
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    return train_models(tmp_path_factory.mktemp("explorer-cli"), ("translation", "vit"))
+    return explorer_models(tmp_path_factory, ("translation", "vit"))
 
 
 def page_json(html: str) -> dict:
@@ -41,7 +41,7 @@ def page_json(html: str) -> dict:
 
 def test_explore_writes_one_self_contained_page(dirs, tmp_path):
     out = tmp_path / "page.html"
-    result = qkv("explore", "--model", str(dirs["translation"]), "a b c", "-o", str(out))
+    result = qkv_process("explore", "--model", str(dirs["translation"]), "a b c", "-o", str(out))
     assert result.returncode == 0, result.stderr
     html = out.read_text(encoding="utf-8")
     data = page_json(html)
@@ -53,7 +53,7 @@ def test_explore_writes_one_self_contained_page(dirs, tmp_path):
     assert "@import" not in html and "{{" not in html
     (tmp_path / "digit.png").write_bytes(digit_png(5))
     out = tmp_path / "vit.html"
-    result = qkv(
+    result = qkv_process(
         "explore", "--model", str(dirs["vit"]), str(tmp_path / "digit.png"), "-o", str(out)
     )
     assert result.returncode == 0, result.stderr

@@ -15,12 +15,12 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 pytest.importorskip("sklearn")
 
-from tests.explorer.models import train_models
+from tests.explorer.models import explorer_models
 from tests.integration.test_reverse_cli import ROOT
 
 
-def test_every_request_answered_and_the_server_healthy(tmp_path):
-    dirs = train_models(tmp_path / "models", ("translation", "vit"))
+def test_every_request_answered_and_the_server_healthy(tmp_path_factory):
+    dirs = explorer_models(tmp_path_factory, ("translation", "vit"))
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "explorer_load.py"),
          "--model", str(dirs["translation"]), "--model", str(dirs["vit"]),

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv, qkv_process
 
 CONFIGS = {"rnn": "configs/tiny/copy-pointer-rnn.yaml",
            "transformer": "configs/tiny/copy-pointer-transformer.yaml"}  # fmt: skip
@@ -29,7 +29,7 @@ def test_the_pointer_generator_learns_to_copy_unknown_words(kind, tmp_path):
     model_dir = tmp_path / kind
     scores = _train_and_score(CONFIGS[kind], model_dir)
     assert scores["rougeL"] >= 95.0 and scores["copied_share"] >= 0.95, scores
-    result = qkv("summarize", "--model", str(model_dir), "--json",
+    result = qkv_process("summarize", "--model", str(model_dir), "--json",
                  "the king of bavotek went to the city of rulamip")  # fmt: skip
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -45,6 +45,6 @@ def test_without_copying_the_same_model_cannot(tmp_path):
     scores = _train_and_score(CONFIGS["rnn"], tmp_path / "plain", "model.copy=false")
     # Every name is out of the vocabulary: a plain model's words are <unk> or common words.
     assert scores["rougeL"] <= 5.0 and scores["copied_share"] == 0.0, scores
-    result = qkv("reply", "--model", str(tmp_path / "plain"), "hello")
+    result = qkv_process("reply", "--model", str(tmp_path / "plain"), "hello")
     assert result.returncode == 2 and "not a reply model" in result.stderr
     assert "Traceback" not in result.stderr

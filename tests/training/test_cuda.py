@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from qkv.training.trainer import resolve_device
-from tests.integration.test_reverse_cli import qkv
+from tests.commands import qkv_process
 from tests.training.test_trainer import dropout_problem, run
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -40,9 +40,9 @@ def test_low_precision_on_the_gpu_learns_to_reverse(kind, precision, tmp_path):
     model_dir = tmp_path / kind
     config = f"configs/tiny/reverse-{kind}.yaml"
     overrides = [f"out_dir={model_dir}", "train.device=cuda", f"train.precision={precision}"]
-    result = qkv("train", config, "--quiet", *[a for o in overrides for a in ("--set", o)])
+    result = qkv_process("train", config, "--quiet", *[a for o in overrides for a in ("--set", o)])
     assert result.returncode == 0, result.stderr
-    result = qkv("evaluate", "--model", str(model_dir), "--examples", "0", "--quiet")
+    result = qkv_process("evaluate", "--model", str(model_dir), "--examples", "0", "--quiet")
     assert result.returncode == 0, result.stderr
     exact = float(re.search(r"exact match ([\d.]+)%", result.stdout).group(1))
     assert exact >= 95.0, result.stdout
