@@ -27,8 +27,10 @@ from qkv.tasks.tagging.config import TaggingDataConfig
 from qkv.tasks.tagging.inputs import (
     decode_tags,
     encode_sentences,
+    stitch_sentences,
     tagging_batches,
     tagging_loss,
+    tagging_overlap,
     word_scores,
 )
 
@@ -98,23 +100,25 @@ def train_tags(
     )  # fmt: skip
     valid_examples, valid_spans = encode_sentences(
         encoder.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid"),
-        casing=casing,
+        casing=casing, overlap=tagging_overlap(encoder.inputs),
     )  # fmt: skip
     constraints = None if rules is None else rules(corpus.tags)
     gold = [list(s.tags) for s in corpus.valid]
 
     def evaluate() -> dict[str, float]:
+        """The validation metrics, the valid sentences tagged as the runner tags them."""
         device = next(model.parameters()).device
-        predicted: list[list[str]] = [[""] * len(s.words) for s in corpus.valid]
+        paths: list[list[int]] = [[] for _ in valid_examples]
         for indices, batch in tagging_batches(
             valid_examples, pad_id, max_tokens=config.train.batch_tokens, shuffle=False
         ):
             batch = batch.to(device)
-            paths = decode_tags(model, word_scores(model, batch), batch.words, constraints)
-            for i, path in zip(indices, paths, strict=True):
-                sentence, start, _ = valid_spans[i]
-                predicted[sentence][start : start + len(path)] = [corpus.tags[t] for t in path]
-        return score(gold, predicted)
+            decoded = decode_tags(model, word_scores(model, batch), batch.words, constraints)
+            for i, path in zip(indices, decoded, strict=True):
+                paths[i] = path
+        lengths = [len(s.words) for s in corpus.valid]
+        ids = stitch_sentences(lengths, valid_examples, valid_spans, paths, constraints)
+        return score(gold, [[corpus.tags[t] for t in row] for row in ids])
 
     return run.train(
         model,
