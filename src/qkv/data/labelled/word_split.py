@@ -9,7 +9,8 @@ corpus unless the configuration names one (:func:`corpus_splitter`), saved in th
 ``config.json`` and used for every raw text the trained model reads.
 
 - ``plain``: words (``don't``, ``3.5``, ``e.g`` kept whole) and single punctuation marks,
-  for edited text (news, the Penn Treebank style of the ``pos`` corpus, CoNLL files).
+  for edited text: news, CoNLL files, and the ``pos`` corpus, which has no mentions,
+  hashtags or links to keep whole (two ``http`` tokens in its 17,420 training sentences).
 - ``tweets``: as WNUT-16's tweets are tokenised (Strauss et al. 2016): links, e-mail
   addresses, ``@mentions`` and ``#hashtags`` whole, with trailing punctuation split off
   (``@user:`` is ``@user``, ``:``); emoticons (``:)``, ``;-)``, ``-_-``), abbreviations

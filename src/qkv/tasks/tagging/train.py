@@ -3,9 +3,12 @@ tag new text, and score it (token accuracy, also on words unseen in training).
 
 Tags belong to words, the model reads subwords: each word's tag is predicted at its first
 subword (:mod:`qkv.tasks.tagging.inputs`, which also holds the loss and the decoding, softmax or
-CRF). Sentences longer than the model's ``max_len`` are tagged in windows of whole words. A model
-directory holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags in
-``labels.json``. The named-entity task (:mod:`qkv.tasks.ner.task`) trains and runs through
+CRF). Sentences longer than the model's ``max_len`` are trained on in windows of whole words
+that share nothing (each word learnt once) and tagged, in validation as by the runner, in
+overlapping windows stitched word by word (:func:`~qkv.tasks.tagging.inputs.stitch_sentences`).
+A model directory holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags
+in ``labels.json`` and the word-splitting scheme of raw text in ``config.json``
+(``data.splitter``). The named-entity task (:mod:`qkv.tasks.ner.task`) trains and runs through
 :func:`train_tags` and :class:`Tagger` too, with its own data, metric and decoding rules.
 """
 
