@@ -8,9 +8,10 @@ import itertools
 import pytest
 import torch
 
+from qkv.data.labelled.word_split import split_plain as split_words
 from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.data.tokens.subword import SubwordTokenizer
-from qkv.tasks.encoder_inputs import TextInputs, collate, split_words
+from qkv.tasks.encoder_inputs import TextInputs, collate
 
 TEXTS = [
     "The monitor in the office is not working .",

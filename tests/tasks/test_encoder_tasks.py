@@ -19,12 +19,13 @@ import torch.nn.functional as F
 
 from qkv.data.labelled.sentiment import load_classification_corpus
 from qkv.data.labelled.tagged import load_tagging_corpus
+from qkv.data.labelled.word_split import split_plain as split_words
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.classification.config import ClassificationTrainConfig
 from qkv.tasks.classification.runner import Classifier
 from qkv.tasks.classification.train import classification_loss
-from qkv.tasks.encoder_inputs import collate, split_words
+from qkv.tasks.encoder_inputs import collate
 from qkv.tasks.input_checks import InputWarning
 from qkv.tasks.run_config import load_run_config, run_config_from_dict
 from qkv.tasks.run_skeleton import run_training
@@ -201,7 +202,7 @@ def test_tagger_learns_context_and_tags_long_sentences_whole(tagger_dir):
     ]  # fmt: skip
     words = ("to walk the book plan to run , 7 " * 6).split()  # far beyond max_len=32 ids
     assert len(tagger.inputs.word_windows(words)) > 1
-    with pytest.warns(InputWarning, match="tagged in windows of whole words"):
+    with pytest.warns(InputWarning, match="tagged in overlapping windows of whole words"):
         tags = tagger.tag_words([words])[0]
     assert len(tags) == len(words) and all(tags)
     assert tags[:2] == ["TO", "VB"] and tags[-1] == "CD"

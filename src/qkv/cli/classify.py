@@ -21,12 +21,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     tag = subparsers.add_parser(
         "tag",
         help="tag the words of texts with a trained tagger or entity tagger",
-        description="Split each TEXT (or each line of --file) into words and punctuation and "
-        "tag them. --format: words (word/TAG), conll (word<TAB>TAG lines, a blank line after "
-        "each text), json (JSON lines: [word, tag] pairs; an entity tagger's also give the "
-        "text and its entities), spans (entity taggers: the text with each entity bracketed "
-        "and typed, [New York](geo-loc)). Default: spans for an entity tagger, else words; "
-        "--json is --format json.",
+        description="Split each TEXT (or each line of --file) into words and punctuation as "
+        "the model's training corpus was (its data.splitter: tweets keeps @mentions, #hashtags "
+        "and links whole) and tag them. --format: words (word/TAG), conll (word<TAB>TAG lines, "
+        "a blank line after each text), json (JSON lines: [word, tag] pairs; an entity "
+        "tagger's also give the text and its entities), spans (entity taggers: the text with "
+        "each entity bracketed and typed, [New York](geo-loc)). Default: spans for an entity "
+        "tagger, else words; --json is --format json.",
     )
     _common(tag)
     tag.add_argument("--format", choices=("spans", "words", "conll", "json"))

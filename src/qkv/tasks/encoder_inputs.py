@@ -21,7 +21,6 @@ texts to it, a tagger splits them into windows, and both say so with an
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +32,7 @@ from qkv.attention.masks import padding_mask
 from qkv.data.errors import DataError
 from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.tasks.input_checks import leading_words, warn_long, warn_unknown
-
-_WORD = re.compile(r"\w+(?:[-'\u2019.]\w+)*|[^\w\s]")
-
-
-def split_words(text: str) -> list[str]:
-    """Words and punctuation marks of raw text (``"don't stop."`` -> ``don't``, ``stop``,
-    ``.``), for tagging text that is not already tokenised."""
-    return _WORD.findall(text)
+from qkv.tasks.windows import overlapping_windows
 
 
 @dataclass(frozen=True)
@@ -190,19 +182,15 @@ class TextInputs:
         unknown = self.unk_id
         return [p or [unknown if unknown is not None else self.sep_id] for p in pieces]
 
-    def word_windows(self, words: Sequence[str]) -> list[tuple[int, int]]:
+    def word_windows(self, words: Sequence[str], overlap: int = 0) -> list[tuple[int, int]]:
         """``(start, end)`` word spans covering ``words`` in order, each fitting ``max_len``
-        with its specials (one window unless the sentence is long)."""
+        with its specials (one window unless the sentence is long); neighbouring windows share
+        up to ``overlap`` subwords (:func:`~qkv.tasks.windows.overlapping_windows`; 0: none)."""
+        if not words:
+            return [(0, 0)]
         budget = self.max_len - 2
-        spans, start, used = [], 0, 0
-        for index, piece in enumerate(self.subwords(words)):
-            size = min(len(piece), budget)  # a single giant word is cut, not dropped
-            if used + size > budget:
-                spans.append((start, index))
-                start, used = index, 0
-            used += size
-        spans.append((start, len(words)))
-        return spans
+        sizes = [min(len(piece), budget) for piece in self.subwords(words)]  # a giant word is cut
+        return overlapping_windows(sizes, budget, overlap)
 
     def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
         """``[CLS] subwords [SEP]`` for pre-split ``words`` (which must fit ``max_len``; see

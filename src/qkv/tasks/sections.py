@@ -1,12 +1,13 @@
 """Sections more than one task reads: the ``data:`` section of the encoder tasks (classification,
-tagging, named entities), the ``decode:`` section of tasks that predict without search, and the
-vocabulary size check."""
+tagging, named entities) and of the taggers (tagging, named entities), the ``decode:`` section
+of tasks that predict without search, and the vocabulary size check."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from qkv.data.labelled.word_split import check_splitter, corpus_splitter
 from qkv.data.tokens.subword import MAX_VOCAB_SIZE
 
 # The widest beam a decode section may ask for.
@@ -43,6 +44,23 @@ class EncoderDataConfig:
         check_vocab_size(self.vocab_size, 16)
         if self.max_len < 3:
             raise ValueError(f"data.max_len must be >= 3, got {self.max_len}")
+
+
+@dataclass(frozen=True)
+class TaggerDataConfig(EncoderDataConfig):
+    """A tagger's data: an :class:`EncoderDataConfig` and ``splitter``, how raw text to tag is
+    split into words (:mod:`qkv.data.labelled.word_split`: ``plain`` or ``tweets``). Left out,
+    it is the corpus's own scheme (``tweets`` for ``wnut16``, else ``plain``), filled in here,
+    so the saved ``config.json`` of a new run names it and a run saved before the key existed
+    loads with its corpus's scheme."""
+
+    splitter: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.splitter == "":
+            object.__setattr__(self, "splitter", corpus_splitter(self.corpus))
+        check_splitter(self.splitter)
 
 
 @dataclass(frozen=True)

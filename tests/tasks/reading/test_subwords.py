@@ -16,7 +16,8 @@ from qkv.tasks.encoder_inputs import TextInputs
 from qkv.tasks.reading.config import ReadingDataConfig
 from qkv.tasks.reading.inputs import ReadingExample, Window
 from qkv.tasks.reading.runner import Answer, Reader
-from qkv.tasks.reading.subwords import SubwordReading, passage_windows
+from qkv.tasks.reading.subwords import SubwordReading
+from qkv.tasks.windows import overlapping_windows
 
 TEXTS = [
     "the key opens the old garden door",
@@ -37,7 +38,7 @@ def test_windows_cover_the_passage_and_hold_every_short_run_whole():
         sizes = [rng.randint(1, 4) for _ in range(rng.randint(1, 40))]
         budget = rng.randint(4, 16)
         overlap = rng.randint(0, budget // 2)
-        windows = passage_windows(sizes, budget, overlap)
+        windows = overlapping_windows(sizes, budget, overlap)
         assert windows[0][0] == 0 and windows[-1][1] == len(sizes)
         for (a, b), (c, d) in itertools.pairwise(windows):
             assert a < c <= b < d  # in order, touching or overlapping, always moving on
@@ -51,9 +52,9 @@ def test_windows_cover_the_passage_and_hold_every_short_run_whole():
 
 
 def test_a_word_longer_than_the_budget_is_a_window_of_its_own():
-    assert passage_windows([2, 9, 2], 4, 1) == [(0, 1), (1, 2), (2, 3)]
+    assert overlapping_windows([2, 9, 2], 4, 1) == [(0, 1), (1, 2), (2, 3)]
     with pytest.raises(ValueError, match="budget"):
-        passage_windows([1], 0, 0)
+        overlapping_windows([1], 0, 0)
 
 
 def example(words: str, spans=((3, 4),)) -> ReadingExample:

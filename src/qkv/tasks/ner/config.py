@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qkv.tasks.sections import EncoderDataConfig
+from qkv.tasks.sections import TaggerDataConfig
 
 
 @dataclass(frozen=True)
-class EntityDataConfig(EncoderDataConfig):
+class EntityDataConfig(TaggerDataConfig):
     corpus: str = "wnut16"  # wnut16, or file (options: {train: ..., scheme: iobes, ...})

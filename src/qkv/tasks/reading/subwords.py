@@ -3,13 +3,14 @@ the position of each word's first subword, and windows for passages longer than 
 
 A question's words and its passage's become subwords through the run's vocabulary (a BPE
 trained on the training text, or a pretrained encoder's WordPiece: :class:`TextInputs`). The
-passage is cut into windows of whole words (:func:`passage_windows`) so that each fits
-``data.max_len`` ids beside the question (which may take at most half of them); neighbouring
-windows share up to ``data.window_overlap`` subwords (at most a quarter of ``max_len``), so an
-answer of that many subwords lies whole in some window (Devlin et al. 2019 read SQuAD with a
-"doc stride" the same way). Training reads every window: one without a gold answer teaches the
-reader to point at ``[CLS]``, the null answer (:mod:`qkv.models.encoder_span_reader`); answering
-reads every window and keeps the most probable span of any
+passage is cut into windows of whole words (:func:`~qkv.tasks.windows.overlapping_windows`,
+which the tagger's long texts share) so that each fits ``data.max_len`` ids beside the question
+(which may take at most half of them); neighbouring windows share up to ``data.window_overlap``
+subwords (at most a quarter of ``max_len``), so an answer of that many subwords lies whole in
+some window (Devlin et al. 2019 read SQuAD with a "doc stride" the same way). Training reads
+every window: one without a gold answer teaches the reader to point at ``[CLS]``, the null
+answer (:mod:`qkv.models.encoder_span_reader`); answering reads every window and keeps the most
+probable span of any
 (:class:`~qkv.tasks.reading.runner.Reader`).
 """
 
@@ -34,38 +35,7 @@ from qkv.tasks.reading.config import ReadingDataConfig
 from qkv.tasks.reading.inputs import ReadingExample, Window, batch_to, gold_spans
 from qkv.tasks.run_dir import TOKENIZER_FILE
 from qkv.tasks.run_skeleton import TrainingRun
-
-
-def passage_windows(sizes: Sequence[int], budget: int, overlap: int) -> list[tuple[int, int]]:
-    """``(start, end)`` word ranges covering words of ``sizes`` subwords each, in order: each
-    window holds at most ``budget`` subwords (a single word of more is a window of its own) and
-    begins with as many of the previous window's last words as fit in ``overlap`` subwords
-    (always fewer than all of them, and leaving room for the next word, so every window moves
-    on at both ends). With ``2 * overlap <= budget`` and no word over ``budget``, every run of
-    words of at most ``overlap`` subwords lies whole in some window."""
-    if budget < 1 or overlap < 0:
-        raise ValueError(f"budget must be >= 1 and overlap >= 0, got {budget} and {overlap}")
-    windows: list[tuple[int, int]] = []
-    start, n = 0, len(sizes)
-    while start < n:
-        end, used = start, 0
-        while end < n and used + sizes[end] <= budget:
-            used += sizes[end]
-            end += 1
-        end = max(end, start + 1)
-        windows.append((start, end))
-        if end == n:
-            break
-        back, shared = end, 0  # the next window starts at back and reaches past end
-        while (
-            back - 1 > start
-            and shared + sizes[back - 1] <= overlap
-            and shared + sizes[back - 1] + sizes[end] <= budget
-        ):
-            shared += sizes[back - 1]
-            back -= 1
-        start = back
-    return windows
+from qkv.tasks.windows import overlapping_windows
 
 
 @dataclass(frozen=True)
@@ -174,7 +144,7 @@ class SubwordReading:
                 )
             pieces = [p[:budget] for p in self.inputs.subwords(ex.passage)]
             shapes = [word_shape(word) for word in ex.passage]
-            for start, end in passage_windows([len(p) for p in pieces], budget, self.overlap):
+            for start, end in overlapping_windows([len(p) for p in pieces], budget, self.overlap):
                 spans = tuple((a - start, b - start) for a, b in ex.spans if start <= a <= b < end)
                 ids, passage_first = list(question), []
                 for piece in pieces[start:end]:

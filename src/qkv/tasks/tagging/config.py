@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qkv.tasks.sections import EncoderDataConfig
+from qkv.tasks.sections import TaggerDataConfig
 
 
 @dataclass(frozen=True)
-class TaggingDataConfig(EncoderDataConfig):
+class TaggingDataConfig(TaggerDataConfig):
     corpus: str = "pos"  # pos (OANC train, WSJ gold test), or file (options: {train: ...})

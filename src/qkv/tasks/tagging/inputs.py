@@ -25,6 +25,7 @@ from qkv.data.labelled.word_shape import word_shape
 from qkv.data.pairs.batching import plan_by_cost
 from qkv.layers.crf import LinearChainCRF, TransitionRules, constrained_decode
 from qkv.tasks.encoder_inputs import TextInputs, collate
+from qkv.tasks.windows import stitch_labels, word_contexts
 
 __all__ = [
     "TaggingBatch",
@@ -32,8 +33,10 @@ __all__ = [
     "collate_tagging",
     "decode_tags",
     "encode_sentences",
+    "stitch_sentences",
     "tagging_batches",
     "tagging_loss",
+    "tagging_overlap",
     "word_scores",
 ]
 
@@ -66,18 +69,60 @@ def encode_sentences(
     tags: Sequence[Sequence[int]] | None,
     *,
     casing: bool = False,
+    overlap: int = 0,
 ) -> tuple[list[TaggingExample], list[tuple[int, int, int]]]:
-    """Windows of every sentence (with word shapes when ``casing``), and for each window
-    ``(sentence, start word, end word)``."""
+    """Windows of every sentence (with word shapes when ``casing``), in order, and for each
+    window ``(sentence, start word, end word)``; neighbouring windows of a long sentence share
+    up to ``overlap`` subwords (0 to train, where each word is learnt once;
+    :func:`tagging_overlap` to tag, stitched by :func:`stitch_sentences`)."""
     examples, spans = [], []
     for index, words in enumerate(sentences):
-        for start, end in inputs.word_windows(words):
+        for start, end in inputs.word_windows(words, overlap):
             ids, first = inputs.encode_words(words[start:end])
             window_tags = None if tags is None else list(tags[index][start:end])
             shapes = token_shapes(words[start:end], first, len(ids)) if casing else None
             examples.append(TaggingExample(ids, first, window_tags, shapes))
             spans.append((index, start, end))
     return examples, spans
+
+
+def tagging_overlap(inputs: TextInputs) -> int:
+    """The subwords two neighbouring windows of a long sentence share when it is tagged: half a
+    window, so a word at the cut between two windows' runs sits about a quarter of a window
+    from the edges of the one that decides it, and any entity of up to half a window lies
+    whole in some window (:mod:`qkv.tasks.windows`)."""
+    return (inputs.max_len - 2) // 2
+
+
+def _word_sizes(example: TaggingExample) -> list[int]:
+    """The subwords of each word of ``example`` (``ids`` end with ``[SEP]``)."""
+    ends = [*example.first[1:], len(example.ids) - 1]
+    return [end - begin for begin, end in zip(example.first, ends, strict=True)]
+
+
+def stitch_sentences(
+    lengths: Sequence[int],
+    examples: Sequence[TaggingExample],
+    spans: Sequence[tuple[int, int, int]],
+    paths: Sequence[Sequence[int]],
+    rules: TransitionRules | None,
+) -> list[list[int]]:
+    """The tag ids of each sentence (``lengths``: its words) from ``paths``, the decoded tag ids
+    of each window of :func:`encode_sentences` (``examples`` and their ``spans``): a sentence of
+    one window takes its path; a longer one takes each word from the window where it has the
+    most context, cuts moved where ``rules`` forbid them
+    (:func:`~qkv.tasks.windows.stitch_labels`, whose doc says why BIO stays valid)."""
+    windows: list[list[int]] = [[] for _ in lengths]
+    for i, (sentence, _, _) in enumerate(spans):
+        windows[sentence].append(i)
+    allowed = None if rules is None else (lambda a, b: bool(rules.allowed[a, b]))
+    tags = []
+    for length, indices in zip(lengths, windows, strict=True):
+        ranges = [(spans[i][1], spans[i][2]) for i in indices]
+        contexts = [word_contexts(_word_sizes(examples[i]), ranges[k], length)
+                    for k, i in enumerate(indices)]  # fmt: skip
+        tags.append(stitch_labels(ranges, [paths[i] for i in indices], contexts, allowed))
+    return tags
 
 
 @dataclass(frozen=True)

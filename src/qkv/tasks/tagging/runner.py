@@ -11,15 +11,15 @@ import torch
 from torch import Tensor
 
 from qkv.data.labelled.tagged import TaggingCorpus, load_tagging_corpus
+from qkv.data.labelled.word_split import word_splitter
 from qkv.evaluation.classification import token_accuracy
 from qkv.layers.crf import TransitionRules
 from qkv.models.tagger import SequenceTagger
-from qkv.tasks.encoder_inputs import split_words
 from qkv.tasks.encoder_run import EncoderModel, load_encoder_dir
 from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long, warn_unknown
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import check_split
-from qkv.tasks.sections import PredictConfig
+from qkv.tasks.sections import PredictConfig, TaggerDataConfig
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, ViewOptions, encoder_views
 from qkv.tasks.tagging.config import TaggingDataConfig
 from qkv.tasks.tagging.inputs import (
@@ -27,6 +27,8 @@ from qkv.tasks.tagging.inputs import (
     collate_tagging,
     decode_tags,
     encode_sentences,
+    stitch_sentences,
+    tagging_overlap,
     token_shapes,
     word_scores,
 )
@@ -64,10 +66,12 @@ UNKNOWN = "the model cannot read them, so their tags mean little"
 class Tagger:
     """A trained tagger with its vocabulary and tags.
 
-    A sentence longer than the ``data.max_len`` ids the model was trained on is tagged in
-    windows of whole words, each read without the others, with an
-    :class:`~qkv.tasks.input_checks.InputWarning`; sentences made mostly of unknown tokens
-    warn too.
+    Raw text is split into words as the training corpus was (``data.splitter``, saved with the
+    run). A sentence longer than the ``data.max_len`` ids the model was trained on is tagged in
+    overlapping windows of whole words, each word by the window that holds the most of its
+    context (:func:`~qkv.tasks.tagging.inputs.stitch_sentences`; entity tags stay valid BIO),
+    with an :class:`~qkv.tasks.input_checks.InputWarning`; sentences made mostly of unknown
+    tokens warn too. A sentence of one window is tagged as that window decodes it.
     """
 
     task = "tagging"  # the task a model directory must hold
@@ -80,6 +84,9 @@ class Tagger:
         self.tags: tuple[str, ...] = encoder.labels
         self.casing = self.model.config.casing_dim > 0
         self.rules = self.decoding_rules(self.tags)
+        # How raw text is split into words: as the training corpus was (data.splitter).
+        self.splitter = config.section("data", TaggerDataConfig).splitter
+        self.split_words = word_splitter(self.splitter)
 
     def decoding_rules(self, tags: Sequence[str]) -> TransitionRules | None:
         """The constraints on decoded tag sequences: none for part-of-speech tags."""
@@ -102,7 +109,9 @@ class Tagger:
         empty = [i for i, words in enumerate(sentences) if not words]
         if empty:
             raise ValueError(f"text #{empty[0]} ({texts[empty[0]]!r}) has no words to tag")
-        examples, spans = encode_sentences(self.inputs, sentences, None, casing=self.casing)
+        examples, spans = encode_sentences(
+            self.inputs, sentences, None, casing=self.casing, overlap=tagging_overlap(self.inputs)
+        )
         windows = [0] * len(sentences)
         for sentence, _, _ in spans:
             windows[sentence] += 1
@@ -111,30 +120,36 @@ class Tagger:
             texts,
             self.inputs.max_len,
             unit="ids",
-            consequence="tagged in windows of whole words, each read without the others",
+            consequence="tagged in overlapping windows of whole words, each word by the window "
+            "that holds the most of its context",
             stacklevel=4,
         )
-        inner: list[list[int]] = [[] for _ in sentences]
-        for example, (sentence, _, _) in zip(examples, spans, strict=True):
-            inner[sentence].extend(example.ids[1:-1])  # without [CLS] and [SEP]
+        inner: list[list[int]] = [[] for _ in sentences]  # each word's ids once
+        counted = [0] * len(sentences)  # the words whose ids are in inner
+        for example, (sentence, start, end) in zip(examples, spans, strict=True):
+            shared = counted[sentence] - start  # words the window before gave already
+            inner[sentence].extend(example.ids[example.first[shared] : -1])  # no specials
+            counted[sentence] = end
         warn_unknown(inner, texts, self.inputs.unk_id, consequence=UNKNOWN, stacklevel=4)
-        tags: list[list[str]] = [[""] * len(words) for words in sentences]
+        paths: list[list[int]] = [[] for _ in examples]
         size = self.config.section("decode", PredictConfig).batch_size
         with torch.inference_mode():
             for batch_indices in _chunks(examples, size):
                 batch = collate_tagging([examples[i] for i in batch_indices], self.inputs.pad_id)
                 scores = word_scores(self.model, batch)  # (B, W, K)
-                paths = decode_tags(self.model, scores, batch.words, self.rules)
-                for i, path in zip(batch_indices, paths, strict=True):
-                    sentence, start, _ = spans[i]
-                    tags[sentence][start : start + len(path)] = [self.tags[t] for t in path]
-        return tags
+                decoded = decode_tags(self.model, scores, batch.words, self.rules)
+                for i, path in zip(batch_indices, decoded, strict=True):
+                    paths[i] = path
+        lengths = [len(words) for words in sentences]
+        ids = stitch_sentences(lengths, examples, spans, paths, self.rules)
+        return [[self.tags[t] for t in row] for row in ids]
 
     def tag(self, texts: Sequence[str]) -> list[list[tuple[str, str]]]:
         """Split each raw text of ``texts`` (a list of str: a bare str is a ``TypeError``, as
-        it would be read as its characters) into words and punctuation, and tag them."""
+        it would be read as its characters) into words and punctuation as the training corpus
+        was (``data.splitter``: :mod:`qkv.data.labelled.word_split`), and tag them."""
         texts = text_list(texts)
-        sentences = [split_words(text) for text in texts]
+        sentences = [self.split_words(text) for text in texts]
         return [
             list(zip(words, tags, strict=True))
             for words, tags in zip(sentences, self._tag(sentences, texts), strict=True)
@@ -151,7 +166,7 @@ class Tagger:
     def token_count(self, text: str) -> int:
         """The ids :meth:`attention` reads for ``text`` (its first window), by the tokenizer
         alone."""
-        words = split_words(one_text(text))
+        words = self.split_words(one_text(text))
         if not words:
             raise ValueError("the text has no words to tag")
         _, end = self.inputs.word_windows(words)[0]
@@ -161,7 +176,7 @@ class Tagger:
         """The tokens of ``text`` and each layer's self-attention ``(H, T, T)``; of a text
         longer than one window, the first window's (with a warning)."""
         text = one_text(text, several="tag(texts)")
-        words = split_words(text)
+        words = self.split_words(text)
         spans = self.inputs.word_windows(words)
         warn_long(
             [0] if len(spans) > 1 else [],

@@ -3,9 +3,12 @@ tag new text, and score it (token accuracy, also on words unseen in training).
 
 Tags belong to words, the model reads subwords: each word's tag is predicted at its first
 subword (:mod:`qkv.tasks.tagging.inputs`, which also holds the loss and the decoding, softmax or
-CRF). Sentences longer than the model's ``max_len`` are tagged in windows of whole words. A model
-directory holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags in
-``labels.json``. The named-entity task (:mod:`qkv.tasks.ner.task`) trains and runs through
+CRF). Sentences longer than the model's ``max_len`` are trained on in windows of whole words
+that share nothing (each word learnt once) and tagged, in validation as by the runner, in
+overlapping windows stitched word by word (:func:`~qkv.tasks.tagging.inputs.stitch_sentences`).
+A model directory holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags
+in ``labels.json`` and the word-splitting scheme of raw text in ``config.json``
+(``data.splitter``). The named-entity task (:mod:`qkv.tasks.ner.task`) trains and runs through
 :func:`train_tags` and :class:`Tagger` too, with its own data, metric and decoding rules.
 """
 
@@ -27,8 +30,10 @@ from qkv.tasks.tagging.config import TaggingDataConfig
 from qkv.tasks.tagging.inputs import (
     decode_tags,
     encode_sentences,
+    stitch_sentences,
     tagging_batches,
     tagging_loss,
+    tagging_overlap,
     word_scores,
 )
 
@@ -98,23 +103,25 @@ def train_tags(
     )  # fmt: skip
     valid_examples, valid_spans = encode_sentences(
         encoder.inputs, [s.words for s in corpus.valid], _tag_ids(corpus.valid, index, "valid"),
-        casing=casing,
+        casing=casing, overlap=tagging_overlap(encoder.inputs),
     )  # fmt: skip
     constraints = None if rules is None else rules(corpus.tags)
     gold = [list(s.tags) for s in corpus.valid]
 
     def evaluate() -> dict[str, float]:
+        """The validation metrics, the valid sentences tagged as the runner tags them."""
         device = next(model.parameters()).device
-        predicted: list[list[str]] = [[""] * len(s.words) for s in corpus.valid]
+        paths: list[list[int]] = [[] for _ in valid_examples]
         for indices, batch in tagging_batches(
             valid_examples, pad_id, max_tokens=config.train.batch_tokens, shuffle=False
         ):
             batch = batch.to(device)
-            paths = decode_tags(model, word_scores(model, batch), batch.words, constraints)
-            for i, path in zip(indices, paths, strict=True):
-                sentence, start, _ = valid_spans[i]
-                predicted[sentence][start : start + len(path)] = [corpus.tags[t] for t in path]
-        return score(gold, predicted)
+            decoded = decode_tags(model, word_scores(model, batch), batch.words, constraints)
+            for i, path in zip(indices, decoded, strict=True):
+                paths[i] = path
+        lengths = [len(s.words) for s in corpus.valid]
+        ids = stitch_sentences(lengths, valid_examples, valid_spans, paths, constraints)
+        return score(gold, [[corpus.tags[t] for t in row] for row in ids])
 
     return run.train(
         model,
