@@ -50,3 +50,25 @@ def test_scores_by_hand():
     assert s["distinct1"] == pytest.approx(5 / 8)  # a b c zork <unk> among 8 words
     assert s["perplexity"] == 3.5 and s["pairs"] == 2.0
     assert 0 < s["rouge1"] < 100 and report.lines()[0] == "test: 2 pairs, beam 2"
+
+
+@pytest.mark.parametrize(
+    ("beam", "error", "message"),
+    [
+        (100_000, ValueError, "beam_size must be between 1 and 1000, got 100000"),
+        (0, ValueError, "beam_size must be between 1 and 1000, got 0"),
+        (2.5, TypeError, r"beam_size must be an int, got 2\.5"),
+        (True, TypeError, "beam_size must be an int, got True"),
+    ],
+)
+def test_a_beam_translate_refuses_is_refused_before_anything_is_read(beam, error, message):
+    """``summarize`` and ``reply`` took any beam (100,000 allocated for 29 s, then crashed);
+    they share translation's check (:func:`qkv.decoding.sizes.check_beam_size`)."""
+    model = Seq2SeqRNN(Seq2SeqRNNConfig(7, 7, embed_dim=8, hidden_dim=8))
+    runner = Summariser(model, VOCAB, SummaryDecodeConfig(max_len=3))
+    with pytest.raises(error, match=message):
+        runner.respond(["the king went"], beam_size=beam)
+    with pytest.raises(error, match=message):
+        runner.details("the king went", beam_size=beam)
+    with pytest.raises(error, match=message.replace("beam_size", "decode.beam_size")):
+        SummaryDecodeConfig(beam_size=beam)

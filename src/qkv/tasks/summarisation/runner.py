@@ -26,6 +26,7 @@ from qkv.data import load_corpus
 from qkv.data.pairs.summary_words import SummaryVocab, summary_text, summary_tokens
 from qkv.data.tokens.special import BOS_ID, UNK_ID, UNK_TOKEN
 from qkv.decoding import StepModel, beam_search, greedy_search
+from qkv.decoding.sizes import check_beam_size, check_int
 from qkv.evaluation.bleu import corpus_scores
 from qkv.evaluation.summaries import distinct_n, repeated_ngram_share, rouge_scores
 from qkv.models.registry import build_config, build_model
@@ -135,14 +136,20 @@ class TextToText:
         """The model's output for each of ``texts`` (a list of str), decoded in batches of
         similar length with the ``decode:`` settings (``beam_size``/``batch_size`` override)."""
         texts = text_list(texts)
+        beam, size = self._sizes(beam_size, batch_size)
         examples = self._examples(texts, single=False)
-        return self._respond(texts, examples, beam_size, batch_size, progress)
+        return self._respond(texts, examples, beam, size, progress)
 
-    def _respond(self, texts, examples, beam_size, batch_size, progress) -> list[Response]:
-        beam = self.decode.beam_size if beam_size is None else beam_size
-        size = self.decode.batch_size if batch_size is None else batch_size
-        if beam < 1 or size < 1:
-            raise ValueError(f"beam_size and batch_size must be >= 1, got {beam} and {size}")
+    def _sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
+        """The beam and batch sizes a call asked for, else the ``decode:`` section's; checked
+        before any text is read (:mod:`qkv.decoding.sizes`)."""
+        beam = self.decode.beam_size if beam_size is None else check_beam_size(beam_size)
+        size = self.decode.batch_size if batch_size is None else check_int(batch_size, "batch_size")
+        if size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {size}")
+        return beam, size
+
+    def _respond(self, texts, examples, beam: int, size: int, progress) -> list[Response]:
         order = sorted(range(len(texts)), key=lambda i: len(examples[i].src))
         results: dict[int, Response] = {}
         bar = None
@@ -202,8 +209,9 @@ class TextToText:
         as ``"copy"`` ``[(1, T + 1, S)]``, and ``p_gen`` ``(T + 1,)`` (``None`` unless the model
         copies)."""
         text = one_text(text, several="respond(texts)")
+        beam, _ = self._sizes(beam_size, None)
         (example,) = self._examples([text], single=True)
-        (response,) = self._respond([text], [example], beam_size, 1, False)
+        (response,) = self._respond([text], [example], beam, 1, False)
         batch = collate_examples([example]).to(_device(self.model))
         ids = self.vocab.target_ids(response.tokens, example.oovs)
         tgt_in = torch.tensor([[BOS_ID, *ids]], device=batch.src.device)
