@@ -30,7 +30,15 @@ from qkv.decoding.sizes import check_beam_size, check_int
 from qkv.evaluation.bleu import corpus_scores
 from qkv.evaluation.summaries import distinct_n, repeated_ngram_share, rouge_scores
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.input_checks import LengthLimits, check_lengths, one_text, text_list, warn_unknown
+from qkv.tasks.input_checks import (
+    NOTHING_READ,
+    LengthLimits,
+    check_lengths,
+    one_text,
+    text_list,
+    warn_empty,
+    warn_unknown,
+)
 from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
@@ -111,6 +119,7 @@ class TextToText:
         return len(summary_tokens(one_text(text))) + 1
 
     def _examples(self, texts: list[str], *, single: bool) -> list[TextExample]:
+        warn_empty(texts, consequence=NOTHING_READ, single=single, stacklevel=4)
         examples = [encode_example(text, "", self.vocab) for text in texts]
         if self.limits is not None:
             check_lengths(
