@@ -271,7 +271,7 @@ def test_a_full_disk_while_saving_weights_names_the_file_and_keeps_the_old_one(
         (
             "something else",
             None,
-            r"could not write the weights \(Error while serializing: something",
+            r"safetensors could not write the weights \(Error while serializing: something",
         ),
     ],
 )
