@@ -72,3 +72,27 @@ def test_a_beam_translate_refuses_is_refused_before_anything_is_read(beam, error
         runner.details("the king went", beam_size=beam)
     with pytest.raises(error, match=message.replace("beam_size", "decode.beam_size")):
         SummaryDecodeConfig(beam_size=beam)
+
+
+def test_bleu_is_reported_only_where_sacrebleu_defines_it():
+    """Perfect two-word summaries printed ``BLEU 0.00`` beside ROUGE 100: sacrebleu's corpus
+    BLEU multiplies the 1- to 4-gram precisions, and outputs without a 4-gram make it 0 by
+    definition (``effective_order`` would give 100)."""
+    from sacrebleu.metrics import BLEU
+
+    def report(texts):
+        outputs = [Response("s", [], t, t.split(), [False] * len(t.split()), 0.0, None)
+                   for t in texts]  # fmt: skip
+        return score_outputs("test", [("s", t) for t in texts], outputs, beam=1, perplexity=1.0)
+
+    short = ["the king", "went home"]
+    assert BLEU().corpus_score(short, [short]).score == 0.0  # sacrebleu's own verdict
+    assert BLEU(effective_order=True).corpus_score(short, [short]).score == pytest.approx(100.0)
+    lines = report(short).lines()
+    assert lines[1].startswith("ROUGE-1 100.00")
+    assert lines[2].startswith("BLEU undefined (no output has 4 words") and "0.00" not in lines[2]
+    assert report(short).scores["bleu_defined"] == 0.0
+    long = ["the king went home", "went home"]
+    expected = BLEU().corpus_score(long, [long]).score
+    assert report(long).lines()[2].startswith(f"BLEU {expected:.2f}  perplexity")
+    assert expected == pytest.approx(100.0)

@@ -363,7 +363,7 @@ class TextReport:
             f"{self.split}: {int(s['pairs']):,} pairs, beam {int(s['beam_size'])}",
             f"ROUGE-1 {s['rouge1']:.2f}  ROUGE-2 {s['rouge2']:.2f}  ROUGE-L {s['rougeL']:.2f}  "
             f"ROUGE-Lsum {s['rougeLsum']:.2f}  (F1, rouge-score, stemmed)",
-            f"BLEU {s['bleu']:.2f}  perplexity {s['perplexity']:.2f}",
+            f"{_bleu(s)}  perplexity {s['perplexity']:.2f}",
             f"repeated trigrams {s['repeated_trigrams']:.1%} (references "
             f"{s['reference_repeated_trigrams']:.1%})  distinct-1 {s['distinct1']:.3f}  "
             f"distinct-2 {s['distinct2']:.3f}",
@@ -380,6 +380,16 @@ class TextReport:
         return dict(self.scores)
 
 
+def _bleu(scores: dict[str, float]) -> str:
+    """``BLEU 31.20``, or why there is no BLEU: sacrebleu's corpus BLEU is 0 by definition when
+    no output has 4 words (it multiplies the precisions of 1- to 4-grams)."""
+    if scores.get("bleu_defined", 1.0):
+        return f"BLEU {scores['bleu']:.2f}"
+    return (
+        "BLEU undefined (no output has 4 words, so sacrebleu's 4-gram BLEU is 0 whatever they are)"
+    )
+
+
 def score_outputs(
     split: str,
     pairs: Sequence[tuple[str, str]],
@@ -394,9 +404,11 @@ def score_outputs(
     references = [summary_tokens(t) for _, t in pairs]
     hypotheses, refs = [r.text for r in responses], [summary_text(t) for t in references]
     words = max(sum(len(o) for o in outputs), 1)
+    bleu = corpus_scores(hypotheses, refs)
     scores = {
         **rouge_scores(hypotheses, refs),
-        "bleu": corpus_scores(hypotheses, refs).bleu,
+        "bleu": bleu.bleu,
+        "bleu_defined": float(bleu.bleu_defined),
         "perplexity": perplexity,
         "repeated_trigrams": repeated_ngram_share(outputs, 3),
         "reference_repeated_trigrams": repeated_ngram_share(references, 3),
