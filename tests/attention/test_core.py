@@ -203,6 +203,22 @@ def test_bad_input_raises_value_error_naming_values(shapes, kwargs, message):
         attend(q, k, v, **kwargs)
 
 
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("size", [5, 2])
+def test_a_one_dim_keep_is_refused_naming_the_shapes(need_weights, size):
+    """A 1-d key mask was an IndexError on the fused path (and taken as a row shared by every
+    query on the chunked one): it is a (Tk,) row, or a (B,) or (B, Tk) padding mask missing
+    its dims, and neither path may guess which."""
+    q, k = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8)
+    keep = torch.ones(size, dtype=torch.bool)
+    message = (
+        rf"keep has 1 dim\(s\) \(shape \({size},\)\); a keep-mask needs at least \(Tq, Tk\) "
+        r"and broadcasts to \(B, H, Tq, Tk\) = \(2, 4, 3, 5\): .* keep\[:, None, None, :\]"
+    )
+    with pytest.raises(ValueError, match=message):
+        attend(q, k, k, keep=keep, need_weights=need_weights)
+
+
 def test_heads_must_divide():
     with pytest.raises(ValueError, match="query heads 3 must be a multiple of key/value heads 2"):
         attend(torch.randn(1, 3, 2, 4), torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4))

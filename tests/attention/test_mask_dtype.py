@@ -161,7 +161,7 @@ def test_other_mask_dtypes_are_refused_naming_the_dtype(case, wrong):
 def test_a_float_mask_is_no_longer_read_as_a_bias():
     """The reported case: a float 0/1 padding mask used as a bias put most weight on padding."""
     q, k, v = _x(1, 1, 1, D), _x(1, 1, S, D), _x(1, 1, S, D)
-    keep = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0])
+    keep = torch.tensor([[1.0, 1.0, 0.0, 0.0, 0.0]])  # (Tq, Tk): a 1-d mask is refused
     with pytest.raises(ValueError, match=r"float32.*bias="):
         attend(q, k, v, keep=keep, need_weights=True)
     weights = attend(q, k, v, keep=keep.bool(), need_weights=True).weights

@@ -486,7 +486,7 @@ def test_empty_batch_and_argument_errors():
         beam_search(model, src, lengths, beam_size=2, n_best=3, max_len=5)
     with pytest.raises(ValueError, match=r"n_best=0"):
         beam_search(model, src, lengths, beam_size=2, n_best=0, max_len=5)
-    with pytest.raises(ValueError, match=r"beam_size=0"):
+    with pytest.raises(ValueError, match=r"beam_size must be between 1 and 1000, got 0"):
         beam_search(model, src, lengths, beam_size=0, max_len=5)
     with pytest.raises(ValueError, match=r"min_len=6, max_len=5"):
         beam_search(model, src, lengths, beam_size=2, max_len=5, min_len=6)
@@ -495,3 +495,26 @@ def test_empty_batch_and_argument_errors():
     with pytest.raises(ValueError, match=r"got shape \(3,\)"):
         beam_search(model, src[0], lengths, beam_size=2, max_len=5)
     assert PAD == 0  # empty beam slots are fed pad_id; the model never sees EOS
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        (dict(beam_size=2.5), TypeError, r"beam_size must be an int, got 2\.5 \(a float\)"),
+        (dict(beam_size=True), TypeError, r"beam_size must be an int, got True \(a bool\)"),
+        (dict(beam_size=100_000), ValueError, r"beam_size must be between 1 and 1000, got 100000"),
+        (dict(beam_size=2, max_len=5.0), TypeError, r"max_len must be an int, got 5\.0"),
+        (dict(beam_size=2, max_len=True), TypeError, r"max_len must be an int, got True"),
+        (dict(beam_size=2, min_len=1.5), TypeError, r"min_len must be an int, got 1\.5"),
+        (dict(beam_size=2, max_len=[5.5]), TypeError, r"max_len\[0\] must be an int, got 5\.5"),
+        (dict(beam_size=2, max_len=torch.tensor([5.0])), TypeError, r"tensor of torch\.float32"),
+        (dict(beam_size=2, n_best=1.0), TypeError, r"n_best must be an int, got 1\.0"),
+    ],
+)
+def test_sizes_that_are_not_ints_or_too_wide_are_refused_by_name(options, error, message):
+    """A float beam was a TypeError from deep inside torch; ``True`` was silently a beam of 1;
+    a beam of 100,000 allocated for half a minute before it crashed (:mod:`qkv.decoding.sizes`)."""
+    model = ScriptedModel(TRAP)
+    src, lengths = source([7], [3])
+    with pytest.raises(error, match=message):
+        beam_search(model, src, lengths, **{"max_len": 5, **options})

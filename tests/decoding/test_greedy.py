@@ -175,3 +175,19 @@ def test_empty_batch_and_argument_errors():
         greedy_search(model, src, torch.tensor([3, 3]), max_len=3)
     with pytest.raises(ValueError, match=r"eos_id=9 .* vocabulary of 6"):
         greedy_search(model, src, lengths, max_len=3, eos_id=9)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(max_len=3.5), r"max_len must be an int, got 3\.5 \(a float\)"),
+        (dict(max_len=True), r"max_len must be an int, got True \(a bool\)"),
+        (dict(max_len=3, min_len=False), r"min_len must be an int, got False"),
+        (dict(max_len=torch.tensor([True])), r"must hold ints, got a tensor of torch\.bool"),
+    ],
+)
+def test_lengths_that_are_not_ints_are_a_type_error_naming_them(options, message):
+    model = ScriptedModel(TRAP)
+    src, lengths = source([7], [3])
+    with pytest.raises(TypeError, match=message):
+        greedy_search(model, src, lengths, **options)

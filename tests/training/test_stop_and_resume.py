@@ -261,3 +261,40 @@ def test_a_full_disk_while_saving_weights_names_the_file_and_keeps_the_old_one(
     assert info.value.errno == errno.ENOSPC
     assert path.read_bytes() == saved
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    ("message", "errno_", "reason"),
+    [
+        ("I/O error: No space left on device (os error 28)", errno.ENOSPC, "No space left"),
+        ("I/O error: File too large (os error 27)", errno.EFBIG, "File too large"),
+        (
+            "something else",
+            None,
+            r"safetensors could not write the weights \(Error while serializing: something",
+        ),
+    ],
+)
+def test_safetensors_own_write_error_is_an_os_error_naming_the_file(
+    tmp_path, monkeypatch, message, errno_, reason
+):
+    """safetensors reports a failed write as its own ``SafetensorError`` (not an ``OSError``,
+    so it escaped ``atomic_file`` unnamed); the message is the one safetensors 0.8 gives when
+    a write fails (seen under ``RLIMIT_FSIZE``: ``... File too large (os error 27)``)."""
+    from safetensors import SafetensorError
+
+    path = tmp_path / "model.safetensors"
+    save_weights(small_model(), path)
+    saved = path.read_bytes()
+
+    def failing_write(tensors, filename, metadata=None):
+        with open(filename, "wb") as handle:
+            handle.write(b"half a file")
+        raise SafetensorError(f"Error while serializing: {message}")
+
+    monkeypatch.setattr("safetensors.torch.serialize_file", failing_write)
+    with pytest.raises(OSError, match=rf"cannot write .*model\.safetensors: {reason}") as info:
+        save_weights(small_model(), path)
+    assert info.value.errno == errno_
+    assert path.read_bytes() == saved
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]

@@ -123,12 +123,20 @@ def check_keep(mask: Tensor | None, name: str = "keep", *, has_bias: bool = Fals
 
 
 def check_mask(mask: Tensor, shape: tuple[int, ...], name: str = "mask") -> None:
-    """Raise ``ValueError`` unless ``mask`` broadcasts to ``shape``.
+    """Raise ``ValueError`` unless ``mask`` has at least 2 dims and broadcasts to ``shape``.
 
     ``shape`` is ``(B, H, Tq, Tk)``, or ``(B, Tq, Tk)`` for inputs without a head dim. Only shapes
     are inspected (no pass over the data), so the check is free on the fast path.
     """
     sizes = mask.shape
+    if len(sizes) < 2:
+        # A 1-d mask is ambiguous (a (Tk,) row shared by every query, or a (B,) or (B, Tk)
+        # padding mask missing its dims), so it is refused rather than guessed at.
+        raise ValueError(
+            f"{name} has {len(sizes)} dim(s) (shape {tuple(sizes)}); a keep-mask needs at least "
+            f"(Tq, Tk) and broadcasts to {_letters(shape)}: for a key-padding mask (B, Tk) pass "
+            f"{name}[:, None, None, :] (qkv.attention.masks.padding_mask(lengths) builds one)"
+        )
     if len(sizes) > len(shape):
         raise ValueError(
             f"{name} has {len(sizes)} dims (shape {tuple(sizes)}); expected at most "

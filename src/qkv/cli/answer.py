@@ -13,8 +13,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "answer",
         help="answer questions about a passage with a trained reader",
         description="Answer each QUESTION about the passage in --context FILE and print the "
-        "answer, the model's probability of it and the passage with the answer in [[...]] and "
-        "the most-attended words followed by their weight. A cloze reader's question marks the "
+        "answer, the model's probability of it (a span reader's: P(start) x P(end)) and the "
+        "passage with the answer in [[...]] and the most-attended words followed by their "
+        "weight (a span reader's likeliest first and last words, by P(start) and P(end)). A "
+        "cloze reader's question marks the "
         "missing word with XXXXX; its candidates are --candidates, or the passage's words "
         "of the kind it was trained on (names: capitalised words that do not start a sentence; "
         "common nouns). With --squad FILE (SQuAD v1.1 JSON) every question of "
@@ -26,7 +28,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("questions", nargs="*", metavar="QUESTION")
     parser.add_argument("--context", help="the passage, a UTF-8 text file")
     parser.add_argument("--squad", help="a SQuAD v1.1 JSON file of questions")
-    parser.add_argument("--candidates", help="cloze readers: candidate words, comma-separated")
+    parser.add_argument(
+        "--candidates",
+        help="cloze readers only: candidate words, comma-separated (a span reader refuses them)",
+    )
     parser.add_argument("-o", "--output", help="--squad: write the predictions to this JSON file")
     parser.add_argument("--json", action="store_true", help="JSON lines output")
     parser.set_defaults(run=run)

@@ -40,6 +40,18 @@ def read_lines(source: str | Path) -> Iterator[str]:
         yield from _decoded(handle, str(source))
 
 
+def check_stdin_once(sources: list[str], option: str = "--file") -> list[str]:
+    """``sources`` if standard input (``-``) is among them at most once: a second read of it
+    finds it already consumed (its text would silently be read twice, or come back empty)."""
+    count = sum(1 for source in sources if str(source) == STDIN)
+    if count > 1:
+        raise ValueError(
+            f"{option} - is given {count} times, but standard input can be read only once; "
+            f"give {option} - once"
+        )
+    return sources
+
+
 def _decoded(stream: BinaryIO, name: str) -> Iterator[str]:
     offset = 0  # bytes before the current line
     for number, raw in enumerate(stream, start=1):

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from qkv.cli.inputs import STDIN, read_lines
+from qkv.cli.inputs import STDIN, check_stdin_once, read_lines
 
 if TYPE_CHECKING:
     from qkv.tasks.summarisation.runner import TextToText
@@ -76,7 +76,7 @@ def run_summarize(args: argparse.Namespace) -> int:
     from qkv.tasks.summarisation.runner import Summariser
 
     texts = list(args.texts)
-    for path in args.file or ([] if texts else [STDIN]):
+    for path in check_stdin_once(args.file) or ([] if texts else [STDIN]):
         texts.append("\n".join(read_lines(path)))
     runner = _load(args.model, Summariser)
     _print(runner, texts, args.beam, args.json)
@@ -84,9 +84,10 @@ def run_summarize(args: argparse.Namespace) -> int:
 
 
 def run_reply(args: argparse.Namespace) -> int:
-    from qkv.data.pairs.dialogue import TURN_SEPARATOR
+    from qkv.data.pairs.dialogue import join_turns
     from qkv.tasks.summarisation.runner import Replier
 
+    context = join_turns(args.turns)
     runner = _load(args.model, Replier)
-    _print(runner, [TURN_SEPARATOR.join(args.turns)], args.beam, args.json)
+    _print(runner, [context], args.beam, args.json)
     return 0

@@ -8,6 +8,10 @@ a system package is missing; its message gives the exact command to run.
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Any
+
 # The most characters one text of a data file may have (a sentence, a side of a pair, a
 # labelled text, a tagged line). Far above any sentence, and below the csv module's own field
 # limit (131,072); a longer field is almost always a broken file (an unclosed quote that
@@ -45,3 +49,22 @@ def decode_utf8(path: object, data: bytes) -> str:
             f"{path}:{line}: not valid UTF-8 (byte {data[err.start]:#04x}); re-encode the file "
             "as UTF-8"
         ) from None
+
+
+def parse_json(path: object, text: str) -> Any:
+    """The JSON document ``text`` (read from the file ``path``); what Python's parser cannot
+    read is a DataError naming the file: a syntax error (with its line and column), nesting too
+    deep for its recursion (``[[[[...`` 100,000 levels deep is a ``RecursionError``, not a
+    ``JSONDecodeError``) or an integer of more digits than Python converts."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}: not JSON ({error})") from None
+    except RecursionError:
+        raise DataError(
+            f"{path}: JSON nested too deeply to read (more than about "
+            f"{sys.getrecursionlimit():,} levels of [ or {{); no data file of qkv nests more than "
+            "a few levels: is it the file you meant?"
+        ) from None
+    except ValueError as error:  # an integer over Python's limit on digits (4,300 by default)
+        raise DataError(f"{path}: not JSON that Python can read ({error})") from None

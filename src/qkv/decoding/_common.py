@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from qkv.decoding.protocol import Encoding, StepModel
+from qkv.decoding.sizes import check_int
 from qkv.models.outputs import StepOutput
 
 
@@ -43,8 +44,18 @@ def sentence_limits(max_len: int | Tensor | list[int], batch: int, device: torch
 
 
 def check_limits(max_len: int | Tensor | list[int], min_len: int) -> None:
-    """Raise ``ValueError`` naming the offending values (``max_len``: a number or one per
-    sentence; :func:`sentence_limits` checks that there is one per sentence)."""
+    """Raise ``ValueError`` naming the offending values (``max_len``: an int or one per
+    sentence; :func:`sentence_limits` checks that there is one per sentence); a length that is
+    not an int (a float, a bool, a float tensor) is a ``TypeError`` naming it."""
+    check_int(min_len, "min_len")
+    if isinstance(max_len, Tensor):
+        if max_len.dtype == torch.bool or max_len.is_floating_point() or max_len.is_complex():
+            raise TypeError(f"max_len must hold ints, got a tensor of {max_len.dtype}")
+    elif isinstance(max_len, list | tuple):
+        for index, value in enumerate(max_len):
+            check_int(value, f"max_len[{index}]")
+    else:
+        check_int(max_len, "max_len")
     limits = torch.as_tensor(max_len, dtype=torch.long).flatten()
     shown = max_len if isinstance(max_len, int) else limits.tolist()
     if limits.numel() and int(limits.min()) < 0:

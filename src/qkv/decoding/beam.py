@@ -60,6 +60,7 @@ from qkv.decoding._common import (
 )
 from qkv.decoding.hypothesis import Hypothesis
 from qkv.decoding.protocol import StepModel
+from qkv.decoding.sizes import check_beam_size, check_int
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:
@@ -145,9 +146,8 @@ def beam_search(
     check_limits(max_len, min_len)
     forbidden = check_forbidden(forbidden_ids, eos_id)
     no_repeat_ngram = check_no_repeat(no_repeat_ngram)
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got beam_size={beam_size}")
-    if not 1 <= n_best <= beam_size:
+    beam_size = check_beam_size(beam_size)
+    if not 1 <= check_int(n_best, "n_best") <= beam_size:
         raise ValueError(
             f"n_best must be between 1 and beam_size, got n_best={n_best}, beam_size={beam_size}"
         )

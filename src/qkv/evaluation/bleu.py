@@ -18,6 +18,9 @@ class CorpusScores:
     bleu_signature: str
     chrf_signature: str
     sentences: int
+    # The outputs hold an n-gram of every order BLEU counts (1..4). Without one (outputs all
+    # shorter than 4 tokens) sacrebleu's corpus BLEU is 0 by definition, whatever they are.
+    bleu_defined: bool = True
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,9 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str]) -> Corpu
     b = bleu.corpus_score(list(hypotheses), [list(references)])
     c = chrf.corpus_score(list(hypotheses), [list(references)])
     return CorpusScores(
-        b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), len(hypotheses)
-    )
+        b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), len(hypotheses),
+        bleu_defined=all(b.totals),
+    )  # fmt: skip
 
 
 DEFAULT_BUCKETS = (0, 10, 20, 30, 40, 50)

@@ -9,12 +9,13 @@ Routes:
   models; answers the model's output and attention (:mod:`qkv.explorer.views`).
 - ``GET /api/health``: ``{"status": "ok", "models": N}``.
 
-Every error is JSON ``{"error": MESSAGE}`` naming the problem: 404 an unknown model or route, 405
-a route's wrong method, 413 a body over the limit (by its Content-Length, or as it streams in),
-415 a body not sent as ``application/json``, 421 a Host header that names none of the server's
-host names, 422 a body that is not a JSON object of the shape above (not UTF-8, not JSON, nested
-too deeply, a number too long to read, a lone surrogate in a string, a wrong or unknown field) or
-an input that does not suit the model or the limits, 500 anything else, logged here and answered
+Every error is JSON ``{"error": MESSAGE}`` naming the problem: 404 an unknown model or route, 405 a
+route's wrong method, 408 a body that has not all arrived within :data:`BODY_TIMEOUT` seconds (the
+connection is then closed), 413 a body over the limit (by its Content-Length, or as it streams in),
+415 a body not sent as ``application/json``, 421 a Host header that names none of the server's host
+names, 422 a body that is not a JSON object of the shape above (not UTF-8, not JSON, nested too
+deeply, a number too long to read, a lone surrogate in a string, a wrong or unknown field) or an
+input that does not suit the model or the limits, 500 anything else, logged here and answered
 without a traceback.
 
 The Host check answers only the names the server is reached by on this machine (127.0.0.1,
@@ -31,6 +32,7 @@ their turn; what the input alone decides is checked before the lock.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -56,6 +58,9 @@ from qkv.explorer.views import InputError, Limits, check_unicode
 
 log = logging.getLogger(__name__)
 ROUTES = "GET /, GET /api/models, POST /api/run, GET /api/health"
+# Seconds a request body may take to arrive whole (a JSON body of the largest image allowed
+# takes well under one on any link the explorer is served over).
+BODY_TIMEOUT = 10.0
 
 
 class RunRequest(BaseModel):
@@ -138,10 +143,12 @@ class HostCheck:
 class BodyLimit:
     """Read the whole request body before the application does, refusing (413) one over
     ``limit`` bytes: by its Content-Length, or, without one (chunked), as soon as it streams
-    past the limit."""
+    past the limit; and (408, closing the connection) one that has not all arrived within
+    ``timeout`` seconds (uvicorn has no such timeout: a client that sends fewer bytes than its
+    Content-Length would hold the request open forever)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, timeout: float = BODY_TIMEOUT) -> None:
+        self.app, self.limit, self.timeout = app, limit, timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -154,8 +161,18 @@ class BodyLimit:
             return
         chunks: list[bytes] = []
         seen = 0
+        deadline = asyncio.get_running_loop().time() + self.timeout
         while True:
-            message = await receive()
+            try:  # a body shorter than its Content-Length would be waited for forever
+                message = await asyncio.wait_for(
+                    receive(), max(0.0, deadline - asyncio.get_running_loop().time())
+                )
+            except TimeoutError:
+                late = f"the request body did not arrive within {self.timeout:g} s ({seen:,} "
+                declared = f" of {int(length):,}" if length is not None else ""
+                headers = {"connection": "close"}
+                await _error(408, late + f"bytes{declared} came)", headers)(scope, receive, send)
+                return
             if message["type"] != "http.request":  # the client went away
                 return
             chunks.append(message.get("body", b""))
@@ -253,7 +270,11 @@ def _decode_base64(text: str, limits: Limits) -> bytes:
 
 
 def create_app(
-    models: ExplorerModels, limits: Limits | None = None, *, hosts: Iterable[str] = ()
+    models: ExplorerModels,
+    limits: Limits | None = None,
+    *,
+    hosts: Iterable[str] = (),
+    body_timeout: float = BODY_TIMEOUT,
 ) -> FastAPI:
     """The explorer's application over ``models`` (loaded beforehand), refusing inputs over
     ``limits``; it answers requests whose Host header names a loopback address (127.0.0.1,
@@ -316,6 +337,6 @@ def create_app(
 
     # A body holds at most one image (base64: 4/3 of its bytes) and a text, plus JSON.
     body_limit = limits.max_image_bytes * 4 // 3 + limits.max_chars * 6 + 65_536
-    app.add_middleware(BodyLimit, limit=body_limit)
+    app.add_middleware(BodyLimit, limit=body_limit, timeout=body_timeout)
     app.add_middleware(HostCheck, hosts=hosts)  # outermost: checked first
     return app

@@ -86,10 +86,14 @@ class ExplorerModel:
             InputError: the input does not suit the model or the limits.
         """
         label = f"model {self.name!r} ({self.spec.label})"
-        if self.takes_image and (image is None or text is not None):
+        if self.takes_image and text is not None:
             raise InputError(f'{label} takes an image (base64 in "image"), not text')
-        if not self.takes_image and (text is None or image is not None):
+        if self.takes_image and image is None:
+            raise InputError(f'{label} takes an image: "image" must be a base64 string, got none')
+        if not self.takes_image and image is not None:
             raise InputError(f'{label} takes text (in "text"), not an image')
+        if not self.takes_image and text is None:
+            raise InputError(f'{label} takes text: "text" must be a string, got none (null)')
         if max_new_tokens is not None and not self.spec.generates:
             raise InputError("max_new_tokens is for language models")
         # Every check that the input alone decides (sizes, pixels, tokens) comes first, so that

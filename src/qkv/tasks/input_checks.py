@@ -19,6 +19,9 @@
   texts (classifiers, sentence embeddings) tokenizes only their start (:func:`leading_words`).
 * **Unknown input.** :func:`warn_unknown` warns about texts made mostly of tokens the
   vocabulary lacks (a model reading only ``<unk>`` answers the same whatever the text was).
+* **Empty input.** :func:`warn_empty` warns about texts that are empty or only whitespace: a
+  model that writes from a text (a translation, a summary, a reply) reads only its end marker
+  and still writes words made from nothing.
 
 Warnings are :class:`InputWarning` (a ``UserWarning``) raised through :mod:`warnings`; the
 command line prints each as one ``qkv COMMAND: warning: ...`` line on stderr.
@@ -40,10 +43,15 @@ HARD_LIMIT_FACTOR = 8
 NORMALIZATION_SLACK = 4
 # Warnings list the first few offending texts, then count the rest.
 SHOWN = 5
+# What :func:`warn_empty` says happens to an empty text given to a model that writes from it.
+NOTHING_READ = (
+    "the model reads nothing but the end of its input, and writes words made from nothing"
+)
 _NON_SPACE = re.compile(r"\S+")
 
 __all__ = [
     "HARD_LIMIT_FACTOR",
+    "NOTHING_READ",
     "InputWarning",
     "LengthLimits",
     "check_lengths",
@@ -54,6 +62,7 @@ __all__ = [
     "refuse_absurd",
     "sentence_list",
     "text_list",
+    "warn_empty",
     "warn_long",
     "warn_unknown",
 ]
@@ -311,6 +320,29 @@ def warn_long(
     warnings.warn(
         f"{head} this model was trained on: {consequence}", InputWarning, stacklevel=stacklevel
     )
+
+
+def warn_empty(
+    texts: Sequence[str],
+    *,
+    consequence: str,
+    single: bool = False,
+    item: str = "text",
+    stacklevel: int = 3,
+) -> list[int]:
+    """Warn once about every text that is empty or only whitespace (the model reads nothing
+    but its end marker, and still writes something); returns their indices."""
+    empty = [index for index, text in enumerate(texts) if not text.strip()]
+    if not empty:
+        return []
+    if single:
+        head = f"the {item} is empty or only whitespace"
+    else:
+        shown = ", ".join(_label(texts, i, False, item) for i in empty[:SHOWN])
+        more = f" and {len(empty) - SHOWN} more" if len(empty) > SHOWN else ""
+        head = f"{len(empty)} {item}(s) empty or only whitespace ({shown}{more})"
+    warnings.warn(f"{head}: {consequence}", InputWarning, stacklevel=stacklevel)
+    return empty
 
 
 def warn_unknown(

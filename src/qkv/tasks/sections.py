@@ -9,9 +9,9 @@ from typing import Any
 
 from qkv.data.labelled.word_split import check_splitter, corpus_splitter
 from qkv.data.tokens.subword import MAX_VOCAB_SIZE
+from qkv.decoding.sizes import MAX_BEAM_SIZE
 
-# The widest beam a decode section may ask for.
-MAX_BEAM_SIZE = 1000
+__all__ = ["MAX_BEAM_SIZE", "EncoderDataConfig", "PredictConfig", "check_vocab_size"]
 
 
 def check_vocab_size(value: int, smallest: int, what: str = "") -> None:

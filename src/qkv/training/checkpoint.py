@@ -9,6 +9,8 @@ leaves the previous file intact (``torch.save`` is not atomic: Lightning#688).
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +37,24 @@ def read_json(path: str | Path) -> Any:
 def save_weights(model: nn.Module, path: str | Path) -> None:
     """Write the model's parameters and buffers to a safetensors file, atomically; an
     ``OSError`` (a full disk) names the file, and the previous file stays as it was."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_model
 
     with atomic_file(path) as tmp:
-        save_model(model, str(tmp))
+        try:
+            save_model(model, str(tmp))
+        except SafetensorError as error:  # not an OSError: atomic_file would let it through
+            raise _as_os_error(error) from error
+
+
+def _as_os_error(error: Exception) -> OSError:
+    """safetensors' error for a failed write (``I/O error: No space left on device (os error
+    28)``) as the ``OSError`` it reports, with its errno when the message gives one."""
+    found = re.search(r"\(os error (\d+)\)", str(error))
+    if found is None:
+        return OSError(f"safetensors could not write the weights ({error})")
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code))
 
 
 def load_weights(model: nn.Module, path: str | Path) -> None:

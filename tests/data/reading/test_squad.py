@@ -96,6 +96,11 @@ def qa(**changes):
         ([{"title": "T", "paragraphs": [{"qas": []}]}], r"'T'\), paragraph 0: no 'context'"),
         ([article(qas=[])], "no questions"),
         ({"title": "x"}, "'data' must be a JSON list"),
+        ([article(qas=[qa(answers=[{"text": " ", "answer_start": 56}])])],
+         r"question 'q9', answer 0: the answer ' ' is empty or only whitespace"),
+        ([article(qas=[qa(answers=[{"text": "", "answer_start": 3}])])],
+         r"question 'q9', answer 0: the answer '' is empty"),
+        ([article(qas=[qa(question=" \t\n")])], r"question 'q9': the question is empty"),
     ],
 )  # fmt: skip
 def test_malformed_files_are_named_with_the_first_bad_place(tmp_path, data, message):
@@ -119,7 +124,18 @@ def test_unreadable_files_are_named(tmp_path):
         read_squad(tmp_path / "z.json")
 
 
+def test_a_file_nested_100000_levels_deep_is_a_data_error_not_a_recursion_error(tmp_path):
+    """``json.loads`` raises ``RecursionError`` (not ``JSONDecodeError``) on deep nesting."""
+    for name, text in (("lists.json", "[" * 100_000 + "]" * 100_000),
+                       ("objects.json", '{"data": ' * 100_000 + "1" + "}" * 100_000)):  # fmt: skip
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        with pytest.raises(DataError, match=rf"{name}: JSON nested too deeply to read"):
+            read_squad(tmp_path / name)
+
+
 def test_a_span_question_checks_its_answers():
+    with pytest.raises(DataError, match="'x': answer ' ' is empty or whitespace"):
+        SpanQuestion("x", CONTEXT, "?", ((" ", 5),))
     with pytest.raises(DataError, match="'x': answer 'Bowl' is not at answer_start=0"):
         SpanQuestion("x", CONTEXT, "?", (("Bowl", 0),))
     with pytest.raises(DataError, match="no answer"):

@@ -55,13 +55,29 @@ from qkv.data.sources.plays import (
     shakespeare_works,
 )
 
-__all__ = ["TURN_SEPARATOR", "dialogue_pairs", "load_dialogue", "merge_speakers"]
+__all__ = ["TURN_SEPARATOR", "dialogue_pairs", "join_turns", "load_dialogue", "merge_speakers"]
 
 logger = logging.getLogger(__name__)
 
 TURN_SEPARATOR = " <turn> "
 """What joins the context turns of a source: ``"turn one <turn> turn two"``."""
 SPLITS = ("train", "valid", "test")
+
+
+def join_turns(turns: Sequence[str]) -> str:
+    """The turns of a dialogue so far, oldest first, as a dialogue model reads them: joined by
+    :data:`TURN_SEPARATOR`. A turn that holds ``<turn>`` itself is refused (``ValueError``
+    naming it): the model would read it as two turns, and nothing in its vocabulary spells the
+    separator as a word."""
+    marker = TURN_SEPARATOR.strip()
+    for index, turn in enumerate(turns):
+        if marker in turn:
+            raise ValueError(
+                f"turn {index + 1} ({turn[:60]!r}) holds {marker!r}, which separates turns: a "
+                f"dialogue model would read it as two turns; give each turn as its own argument, "
+                f"or write it another way (e.g. '< turn >')"
+            )
+    return TURN_SEPARATOR.join(turns)
 
 
 def merge_speakers(turns: Sequence[Turn]) -> list[Turn]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from qkv.data.corpora import CorpusRegistry
-from qkv.data.errors import DataError, decode_utf8
+from qkv.data.errors import DataError, decode_utf8, parse_json
 from qkv.data.reading.cloze import ClozeCorpus, ClozeQuestion, load_cloze
 from qkv.data.reading.cloze_synthetic import synthetic_cloze
 from qkv.io import atomic_write
@@ -75,7 +75,9 @@ class SpanQuestion:
         if not self.answers:
             raise DataError(f"question {self.id!r} has no answer")
         for text, start in self.answers:
-            if self.context[start : start + len(text)] != text or start < 0 or not text:
+            if not text.strip():
+                raise DataError(f"question {self.id!r}: answer {text!r} is empty or whitespace")
+            if self.context[start : start + len(text)] != text or start < 0:
                 raise DataError(
                     f"question {self.id!r}: answer {text!r} is not at answer_start={start} of "
                     f"its context (found {self.context[max(start, 0) : start + len(text)]!r})"
@@ -125,10 +127,7 @@ def _read_articles(path: str | Path) -> list[tuple[str, list[SpanQuestion]]]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    try:
-        document = json.loads(decode_utf8(path, path.read_bytes()))
-    except json.JSONDecodeError as error:
-        raise DataError(f"{path}: not JSON ({error})") from None
+    document = parse_json(path, decode_utf8(path, path.read_bytes()))
     articles = _field(document, "data", list, f"{path}")
     seen: dict[str, str] = {}
     out = []
@@ -149,6 +148,8 @@ def _read_articles(path: str | Path) -> list[tuple[str, list[SpanQuestion]]]:
                     raise DataError(f"{there}: duplicate id (first at {seen[qid]})")
                 seen[qid] = f"article {a}, paragraph {p}"
                 question = _field(qa, "question", str, there)
+                if not question.strip():
+                    raise DataError(f"{there}: the question is empty; ask one, or drop it")
                 if qa.get("is_impossible"):
                     raise DataError(
                         f"{there}: an unanswerable (is_impossible) question of SQuAD v2.0; qkv "
@@ -158,8 +159,14 @@ def _read_articles(path: str | Path) -> list[tuple[str, list[SpanQuestion]]]:
                 for n, answer in enumerate(_field(qa, "answers", list, there)):
                     text = _field(answer, "text", str, f"{there}, answer {n}")
                     start = _field(answer, "answer_start", int, f"{there}, answer {n}")
+                    if not text.strip():
+                        raise DataError(
+                            f"{there}, answer {n}: the answer {text!r:.60} is empty or only "
+                            "whitespace, which no prediction can match (SQuAD's scoring strips "
+                            "it to nothing); give the span's words"
+                        )
                     found = context[max(start, 0) : start + len(text)]
-                    if start < 0 or found != text or not text:
+                    if start < 0 or found != text:
                         raise DataError(
                             f"{there}, answer {n}: {text!r:.60} is not at answer_start={start} "
                             f"of the context (found {found!r:.60})"

@@ -22,6 +22,7 @@ from qkv.data.images.datasets import decode_image, load_image_dataset, read_imag
 from qkv.data.images.strips import CaptionVocab, Strips, collate_strips, held_out_strips
 from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.decoding import beam_search, greedy_search
+from qkv.decoding.sizes import check_beam_size
 from qkv.evaluation.captioning import CaptionScores, score_captions
 from qkv.models.registry import build_config
 from qkv.models.show_attend_tell.model import ShowAttendTell
@@ -29,7 +30,7 @@ from qkv.tasks.captioning.config import CaptionDataConfig
 from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
-from qkv.tasks.sections import MAX_BEAM_SIZE, PredictConfig
+from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
 from qkv.training.checkpoint import CheckpointError, load_weights
 
@@ -63,12 +64,10 @@ class Caption:
 
 def check_beam(beam_size: int | None) -> int:
     """The beam size to caption with: 1 (greedy) when None; refused outside 1 ..
-    :data:`~qkv.tasks.run_config.MAX_BEAM_SIZE`."""
+    :data:`~qkv.decoding.sizes.MAX_BEAM_SIZE`."""
     if beam_size is None:
         return 1
-    if not 1 <= beam_size <= MAX_BEAM_SIZE:
-        raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
-    return beam_size
+    return check_beam_size(beam_size)
 
 
 def _caption_batch(

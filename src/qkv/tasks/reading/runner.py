@@ -88,13 +88,20 @@ class Answer:
 
     def marked(self, top: int = 5) -> str:
         """The passage with the answer in ``[[...]]`` and the ``top`` most-attended words
-        followed by their weight (``word{0.31}``)."""
-        weights = self.attention or [s + e for s, e in zip(self.start, self.end, strict=True)]
+        followed by their weight (``word{0.31}``); for a span reader (no attention), the
+        ``top`` words most probable as the answer's first or last word, followed by both
+        probabilities (``word{start 0.93 end 0.02}``: two distributions over the passage,
+        each summing to one, so their sum is no probability of anything)."""
+        pairs = list(zip(self.start, self.end, strict=True))
+        weights = self.attention or [max(pair) for pair in pairs]
+        labels = [f"{{start {s:.2f} end {e:.2f}}}" for s, e in pairs] or [
+            f"{{{w:.2f}}}" for w in weights
+        ]
         ranked = sorted(range(len(weights)), key=lambda i: -weights[i])[:top] if weights else []
         words = []
         for i, word in enumerate(self.passage):
             if i in ranked:
-                word = f"{word}{{{weights[i]:.2f}}}"
+                word = f"{word}{labels[i]}"
             if i == self.first:
                 word = "[[" + word
             if i == self.last:
@@ -308,13 +315,27 @@ class Reader:
         return Report(split, result.lines(), result.record(), complete=limit is None)
 
     def example(
-        self, question: str, passage: str, candidates: Sequence[str] | None = None
+        self,
+        question: str,
+        passage: str,
+        candidates: Sequence[str] | None = None,
+        *,
+        name: str = "the question",
     ) -> ReadingExample:
         """One question about ``passage`` as the model reads it; a cloze reader's question
         marks the missing word with ``XXXXX`` and its candidates default to
-        :meth:`default_candidates`."""
+        :meth:`default_candidates`. A span reader answers with a span of the passage and takes
+        no ``candidates`` (given, they are refused rather than ignored). ``name``: how messages
+        call the question (``"SQuAD question 'q7'"``)."""
         question = one_text(question, "question")
         passage = one_text(passage, "passage")
+        if not self.cloze and candidates is not None:
+            raise ValueError(
+                "this reader answers with a span of the passage and takes no candidates (only "
+                "a cloze reader chooses among them); drop the candidates (--candidates)"
+            )
+        if not question_words(question):
+            raise ValueError(f"{name} has no words ({question[:60]!r}); ask a question")
         words = question_words(passage)
         if not words:
             raise ValueError("the passage has no words")
@@ -375,7 +396,10 @@ class Reader:
         when the file has answers (``None`` when none of its questions has one)."""
         if not questions:
             raise ValueError("the SQuAD file holds no questions")
-        answers = self.run([self.example(q.question, q.context) for q in questions])
+        answers = self.run([
+            self.example(q.question, q.context, name=f"SQuAD question {q.id!r}")
+            for q in questions
+        ])  # fmt: skip
         answered = [q for q in questions if q.answers]
         if not answered:
             return answers, None

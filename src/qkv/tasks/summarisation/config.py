@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkv.tasks.sections import MAX_BEAM_SIZE
+from qkv.decoding.sizes import check_beam_size
 from qkv.training.config import TrainConfig
 
 
@@ -83,10 +83,7 @@ class SummaryDecodeConfig:
     batch_size: int = 32
 
     def __post_init__(self) -> None:
-        if not 1 <= self.beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(
-                f"decode.beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}"
-            )
+        check_beam_size(self.beam_size, "decode.beam_size")
         if not math.isfinite(self.length_penalty) or self.length_penalty < 0:
             raise ValueError(f"decode.length_penalty must be >= 0, got {self.length_penalty}")
         if not 0 <= self.min_len <= self.max_len or self.max_len < 1:

@@ -26,10 +26,19 @@ from qkv.data import load_corpus
 from qkv.data.pairs.summary_words import SummaryVocab, summary_text, summary_tokens
 from qkv.data.tokens.special import BOS_ID, UNK_ID, UNK_TOKEN
 from qkv.decoding import StepModel, beam_search, greedy_search
+from qkv.decoding.sizes import check_beam_size, check_int
 from qkv.evaluation.bleu import corpus_scores
 from qkv.evaluation.summaries import distinct_n, repeated_ngram_share, rouge_scores
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.input_checks import LengthLimits, check_lengths, one_text, text_list, warn_unknown
+from qkv.tasks.input_checks import (
+    NOTHING_READ,
+    LengthLimits,
+    check_lengths,
+    one_text,
+    text_list,
+    warn_empty,
+    warn_unknown,
+)
 from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
@@ -110,6 +119,7 @@ class TextToText:
         return len(summary_tokens(one_text(text))) + 1
 
     def _examples(self, texts: list[str], *, single: bool) -> list[TextExample]:
+        warn_empty(texts, consequence=NOTHING_READ, single=single, stacklevel=4)
         examples = [encode_example(text, "", self.vocab) for text in texts]
         if self.limits is not None:
             check_lengths(
@@ -135,14 +145,20 @@ class TextToText:
         """The model's output for each of ``texts`` (a list of str), decoded in batches of
         similar length with the ``decode:`` settings (``beam_size``/``batch_size`` override)."""
         texts = text_list(texts)
+        beam, size = self._sizes(beam_size, batch_size)
         examples = self._examples(texts, single=False)
-        return self._respond(texts, examples, beam_size, batch_size, progress)
+        return self._respond(texts, examples, beam, size, progress)
 
-    def _respond(self, texts, examples, beam_size, batch_size, progress) -> list[Response]:
-        beam = self.decode.beam_size if beam_size is None else beam_size
-        size = self.decode.batch_size if batch_size is None else batch_size
-        if beam < 1 or size < 1:
-            raise ValueError(f"beam_size and batch_size must be >= 1, got {beam} and {size}")
+    def _sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
+        """The beam and batch sizes a call asked for, else the ``decode:`` section's; checked
+        before any text is read (:mod:`qkv.decoding.sizes`)."""
+        beam = self.decode.beam_size if beam_size is None else check_beam_size(beam_size)
+        size = self.decode.batch_size if batch_size is None else check_int(batch_size, "batch_size")
+        if size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {size}")
+        return beam, size
+
+    def _respond(self, texts, examples, beam: int, size: int, progress) -> list[Response]:
         order = sorted(range(len(texts)), key=lambda i: len(examples[i].src))
         results: dict[int, Response] = {}
         bar = None
@@ -202,8 +218,9 @@ class TextToText:
         as ``"copy"`` ``[(1, T + 1, S)]``, and ``p_gen`` ``(T + 1,)`` (``None`` unless the model
         copies)."""
         text = one_text(text, several="respond(texts)")
+        beam, _ = self._sizes(beam_size, None)
         (example,) = self._examples([text], single=True)
-        (response,) = self._respond([text], [example], beam_size, 1, False)
+        (response,) = self._respond([text], [example], beam, 1, False)
         batch = collate_examples([example]).to(_device(self.model))
         ids = self.vocab.target_ids(response.tokens, example.oovs)
         tgt_in = torch.tensor([[BOS_ID, *ids]], device=batch.src.device)
@@ -346,7 +363,7 @@ class TextReport:
             f"{self.split}: {int(s['pairs']):,} pairs, beam {int(s['beam_size'])}",
             f"ROUGE-1 {s['rouge1']:.2f}  ROUGE-2 {s['rouge2']:.2f}  ROUGE-L {s['rougeL']:.2f}  "
             f"ROUGE-Lsum {s['rougeLsum']:.2f}  (F1, rouge-score, stemmed)",
-            f"BLEU {s['bleu']:.2f}  perplexity {s['perplexity']:.2f}",
+            f"{_bleu(s)}  perplexity {s['perplexity']:.2f}",
             f"repeated trigrams {s['repeated_trigrams']:.1%} (references "
             f"{s['reference_repeated_trigrams']:.1%})  distinct-1 {s['distinct1']:.3f}  "
             f"distinct-2 {s['distinct2']:.3f}",
@@ -363,6 +380,16 @@ class TextReport:
         return dict(self.scores)
 
 
+def _bleu(scores: dict[str, float]) -> str:
+    """``BLEU 31.20``, or why there is no BLEU: sacrebleu's corpus BLEU is 0 by definition when
+    no output has 4 words (it multiplies the precisions of 1- to 4-grams)."""
+    if scores.get("bleu_defined", 1.0):
+        return f"BLEU {scores['bleu']:.2f}"
+    return (
+        "BLEU undefined (no output has 4 words, so sacrebleu's 4-gram BLEU is 0 whatever they are)"
+    )
+
+
 def score_outputs(
     split: str,
     pairs: Sequence[tuple[str, str]],
@@ -377,9 +404,11 @@ def score_outputs(
     references = [summary_tokens(t) for _, t in pairs]
     hypotheses, refs = [r.text for r in responses], [summary_text(t) for t in references]
     words = max(sum(len(o) for o in outputs), 1)
+    bleu = corpus_scores(hypotheses, refs)
     scores = {
         **rouge_scores(hypotheses, refs),
-        "bleu": corpus_scores(hypotheses, refs).bleu,
+        "bleu": bleu.bleu,
+        "bleu_defined": float(bleu.bleu_defined),
         "perplexity": perplexity,
         "repeated_trigrams": repeated_ngram_share(outputs, 3),
         "reference_repeated_trigrams": repeated_ngram_share(references, 3),

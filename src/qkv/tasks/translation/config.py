@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkv.tasks.sections import MAX_BEAM_SIZE, check_vocab_size
+from qkv.decoding.sizes import check_beam_size, check_int
+from qkv.tasks.sections import check_vocab_size
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,7 @@ class DecodeConfig:
             or not (math.isfinite(self.patience) and self.patience > 0)
         ):
             raise ValueError(f"decode.patience must be a number > 0 or null, got {self.patience!r}")
-        if not 1 <= self.beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(
-                f"decode.beam_size must be between 1 and {MAX_BEAM_SIZE}, got {self.beam_size}"
-            )
+        check_beam_size(self.beam_size, "decode.beam_size")
         if self.length_penalty < 0:
             raise ValueError(f"decode.length_penalty must be >= 0, got {self.length_penalty}")
         if self.max_len_a <= 0 or self.max_len_b < 0 or self.batch_size < 1:
@@ -67,8 +65,7 @@ class DecodeConfig:
         ``ValueError`` naming the value."""
         beam_size = self.beam_size if beam_size is None else beam_size
         batch_size = self.batch_size if batch_size is None else batch_size
-        if not 1 <= beam_size <= MAX_BEAM_SIZE:
-            raise ValueError(f"beam_size must be between 1 and {MAX_BEAM_SIZE}, got {beam_size}")
-        if batch_size < 1:
+        check_beam_size(beam_size)
+        if check_int(batch_size, "batch_size") < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         return beam_size, batch_size

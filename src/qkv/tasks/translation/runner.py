@@ -23,12 +23,14 @@ from qkv.models.registry import build_config, build_model
 from qkv.models.transformer.decode import LeanTranslationDecoder, decode_weights, has_lean_step
 from qkv.models.transformer.model import Transformer
 from qkv.tasks.input_checks import (
+    NOTHING_READ,
     LengthLimits,
     check_lengths,
     longest_token,
     one_text,
     refuse_absurd,
     text_list,
+    warn_empty,
     warn_unknown,
 )
 from qkv.tasks.run_dir import (
@@ -81,6 +83,7 @@ def source_ids(
     tokens warn. ``stacklevel`` points the warnings at the caller's caller."""
     if limits is not None:
         refuse_absurd(texts, limits, chars_per_token=longest, advice=SPLIT_ADVICE, single=single)
+    warn_empty(texts, consequence=NOTHING_READ, single=single, stacklevel=stacklevel)
     ids = [tokenizer.encode(text) for text in texts]
     if limits is not None:
         check_lengths(
