@@ -17,8 +17,8 @@ import qkv
 from qkv.cli.main import main
 from qkv.manifest import MANIFEST_FILE, ManifestError, read_manifest
 from qkv.tasks.run_config import load_run_config
-from qkv.tasks.run_dir import load_runner
-from qkv.tasks.run_skeleton import run_training
+from qkv.tasks.run_dir import load_model_run_config, load_runner
+from qkv.tasks.run_skeleton import TrainingRun, run_training
 from tests.tasks.test_every_task import _ner, _reading
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -156,6 +156,9 @@ def test_a_resume_refuses_a_damaged_vocabulary_before_writing(trained, tmp_path,
     code, err = _resume(run, 2 * STEPS, capsys)
     assert code == 2 and "vocab.json has changed since it was saved" in err, err
     assert (run / MANIFEST_FILE).read_bytes() == manifest  # not rewritten over the damage
+    config = load_model_run_config(run, out_dir=str(run), verify=())  # nothing checked here
+    with pytest.raises(ManifestError, match=r"vocab\.json has changed"):
+        TrainingRun(config, resume=True)  # the library's own resume checks it too
 
 
 def test_a_resume_refuses_a_damaged_checkpoint_by_name(run, capsys):

@@ -52,6 +52,9 @@ VOCAB_FILE = "vocab.json"  # a captioner's words
 # What a loader reads: the files manifest.json records (each one the run wrote).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, SOURCE_TOKENIZER, TARGET_TOKENIZER, TOKENIZER_FILE,
                LABELS_FILE, VOCAB_FILE)  # fmt: skip
+# What a resume reads: not the best weights (it continues from its checkpoint, and keeps their
+# manifest entry until it writes better ones).
+RESUME_READS = tuple(name for name in MODEL_FILES if name != WEIGHTS_FILE)
 RESTORE = "restore it from a copy of the run, or train the model again"
 # What marks a CTranslate2 export (qkv.ctranslate2.export), told apart from a run directory.
 EXPORT_DIR, EXPORT_FILE, EXPORT_WEIGHTS = "qkv", "export.json", "model.bin"
@@ -103,10 +106,7 @@ def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> Ru
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is not None:  # a corrupt checkpoint is refused before the resume writes a file
         check_checkpoint(checkpoint)
-    # A resume reads the configuration and vocabularies, not the best weights: it continues from
-    # its checkpoint and keeps their manifest entry until it writes better ones.
-    reads = [name for name in MODEL_FILES if name != WEIGHTS_FILE]
-    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir), verify=reads)
+    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir), verify=RESUME_READS)
 
 
 def run_evidence(out: Path) -> list[str]:

@@ -33,8 +33,9 @@ from qkv.tasks.registry import task as registered
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
-    MODEL_FILES,
+    RESUME_READS,
     WEIGHTS_FILE,
+    check_run_files,
     claim_run_dir,
     save_manifest,
     snapshot_dir,
@@ -110,6 +111,8 @@ class TrainingRun:
         )
         if not resume and self.distributed.main:
             claim_run_dir(self.out, overwrite)
+        if resume:  # what it reads back (qkv train --resume checked it already, before any write)
+            check_run_files(self.out, only=RESUME_READS)
         torch.manual_seed(config.train.seed)
         self._saved: dict[str, Any] | None = None
         self._shared: list[Callable[[Path], object]] = []
@@ -144,7 +147,7 @@ class TrainingRun:
                 write_shared(self.out)
             self._write_files(self.out, saved)
             # Last: the files just written; the best weights (a resumed run's) keep their entry.
-            save_manifest(self.out, written=[n for n in MODEL_FILES if n != WEIGHTS_FILE])
+            save_manifest(self.out, written=RESUME_READS)
             if self._shared:
                 self.distributed.barrier()  # the other ranks may read the shared values now
 
