@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from qkv.cli.main import main
-from qkv.training.state import complete_checkpoints, latest_checkpoint
+from qkv.manifest import write_manifest
+from qkv.training.state import FILES, complete_checkpoints, latest_checkpoint
 
 SETTINGS = [
     "data.options.n_train=200",
@@ -89,6 +90,7 @@ def test_a_corrupt_step_in_state_json_is_exit_2_naming_loop_step(tmp_path, capsy
     state = json.loads(state_file.read_text())
     state["loop"]["step"] = value
     state_file.write_text(json.dumps(state))
+    write_manifest(state_file.parent, FILES)  # as if qkv had written it so: the loop check's turn
     capsys.readouterr()
     assert main(["train", "--resume", str(out), "--set", "train.max_steps=4"]) == 2
     err = capsys.readouterr().err

@@ -14,8 +14,9 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from qkv.manifest import write_manifest
 from qkv.training.checkpoint import CheckpointError, load_weights, save_weights
-from qkv.training.state import complete_checkpoints, latest_checkpoint
+from qkv.training.state import FILES, complete_checkpoints, latest_checkpoint
 from qkv.training.trainer import TrainConfig, TrainingLoop, train
 from tests.training.test_trainer import dropout_problem, run
 
@@ -201,6 +202,7 @@ def test_a_corrupt_loop_state_is_refused_naming_the_key_and_the_value(
     state = json.loads(state_file.read_text())
     state["loop"][key] = value
     state_file.write_text(json.dumps(state))
+    write_manifest(state_file.parent, FILES)  # as if qkv had written it so: the loop check's turn
     with pytest.raises(CheckpointError, match=rf"state\.json: loop\.{key} must be .*{expected}"):
         fit(tmp_path, STEPS, resume=True)
 

@@ -7,8 +7,11 @@ hypotheses ranked by qkv's GNMT penalty) and :class:`CTranslate2Generator`
 (:class:`~qkv.tasks.language_model.runner.LanguageModel`'s greedy continuations).
 
 Each directory is read with its qkv files (``OUT/qkv/``) and refused, naming the file, when they
-do not belong together: another task's export, or a tokenizer whose vocabulary is not the one
-CTranslate2 was given.
+do not belong together: a file whose size or SHA-256 is not the one ``qkv/export.json`` recorded
+(another export's ``model.bin``, a truncated one, an edited vocabulary), another task's export,
+or a tokenizer whose vocabulary is not the one CTranslate2 was given. An export made before qkv
+recorded its files is refused with a message saying to export it again (quick, from
+the run directory), rather than trusted; a qkv run directory is refused with ``--engine qkv``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from qkv.ctranslate2.export import EXPORT_FILE, QKV_DIR, token_strings
 from qkv.ctranslate2.search import translate_tokens
 from qkv.data.tokens.subword import SubwordTokenizer
 from qkv.decoding.sampling import SamplingConfig
+from qkv.manifest import check_files, entries_from_json
 from qkv.models.registry import build_config
 from qkv.tasks.input_checks import (
     InputWarning,
@@ -38,9 +42,12 @@ from qkv.tasks.language_model.runner import prompt_ids
 from qkv.tasks.language_model.task import TASK as LANGUAGE_MODEL
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import (
+    CONFIG_FILE,
+    EXPORT_WEIGHTS,
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
     TOKENIZER_FILE,
+    is_ctranslate2_export,
     load_model_run_config,
 )
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
@@ -51,28 +58,40 @@ __all__ = ["CTranslate2Generator", "CTranslate2Translator"]
 
 
 def _read_export(directory: str | Path, task: str) -> tuple[Path, RunConfig, dict[str, Any]]:
-    """The exported directory, its qkv run configuration and export record; errors name the
-    file and what to pass instead."""
+    """The exported directory, its qkv run configuration and export record, once every file the
+    record lists is checked (size and SHA-256); errors name the file and what to pass instead."""
     directory = Path(directory)
     own = directory / QKV_DIR
-    if not (directory / "model.bin").is_file() or not (own / EXPORT_FILE).is_file():
-        hint = ""
-        if (directory / "config.json").is_file():  # a qkv model directory, not exported
-            hint = (
-                f"; {directory} looks like a qkv model directory: export it first with qkv "
-                f"export --format ctranslate2 --model {directory} -o OUT, then pass OUT"
+    if not is_ctranslate2_export(directory):
+        if (directory / CONFIG_FILE).is_file() and not (directory / EXPORT_WEIGHTS).is_file():
+            raise ValueError(
+                f"{directory} is a qkv run directory, not a CTranslate2 export: pass --engine qkv, "
+                f"or export it first with qkv export --format ctranslate2 --model {directory} "
+                "-o OUT and pass OUT"
             )
         raise FileNotFoundError(
-            f"no exported CTranslate2 model at {directory} (model.bin and {QKV_DIR}/"
-            f"{EXPORT_FILE} are written by qkv export --format ctranslate2){hint}"
+            f"no exported CTranslate2 model at {directory} ({EXPORT_WEIGHTS} and {QKV_DIR}/"
+            f"{EXPORT_FILE} are written by qkv export --format ctranslate2)"
         )
-    run = load_model_run_config(own)
-    if run.task != task:
-        raise ValueError(f"{directory} holds an exported {run.task} model, not a {task} model")
+    again = (
+        "export the model again (qkv export --format ctranslate2 --model RUN_DIR -o "
+        f"{directory} --overwrite)"
+    )
     try:
         record = json.loads((own / EXPORT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ValueError(f"{own / EXPORT_FILE} is not readable JSON: {error}") from None
+        raise ValueError(f"{own / EXPORT_FILE} is not readable JSON: {error}; {again}") from None
+    if not isinstance(record, dict) or "files" not in record:
+        raise ValueError(
+            f"{own / EXPORT_FILE} records no size and SHA-256 of the exported files (an export "
+            f"made before qkv checked them): {again}"
+        )
+    files = entries_from_json(record["files"], own / EXPORT_FILE)
+    check_files(directory, files, listed_in=f"{QKV_DIR}/{EXPORT_FILE}",
+                remedy=f"{again}, or restore the file")  # fmt: skip
+    run = load_model_run_config(own)
+    if run.task != task:
+        raise ValueError(f"{directory} holds an exported {run.task} model, not a {task} model")
     return directory, run, record
 
 

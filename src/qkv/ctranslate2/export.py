@@ -8,7 +8,9 @@ ctranslate2``), which alone translates or generates text with qkv's tokenizers:
                                      model's vocabulary.json)
     OUT/qkv/config.json              the qkv run configuration (lengths, decoding settings)
     OUT/qkv/*tokenizer.json          qkv's tokenizers
-    OUT/qkv/export.json              what was exported: format, quantization, position table
+    OUT/qkv/export.json              what was exported: format, quantization, position table,
+                                     and the size and SHA-256 of every other file above
+                                     (``"files"``, :mod:`qkv.manifest`), checked on load
 
 A task says whether and how its models export with ``TaskSpec.export_ctranslate2``: the
 translation task's Transformers (:func:`export_translation`) and the language models
@@ -45,10 +47,13 @@ from qkv.data.tokens.special import (
     UNK_TOKEN,
 )
 from qkv.io import atomic_write_json
+from qkv.manifest import entries_to_json, record_files
 from qkv.tasks.input_checks import HARD_LIMIT_FACTOR
 from qkv.tasks.registry import tasks
 from qkv.tasks.run_dir import (
     CONFIG_FILE,
+    EXPORT_DIR,
+    EXPORT_FILE,
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
     TOKENIZER_FILE,
@@ -58,8 +63,7 @@ from qkv.tasks.run_dir import (
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
 
 FORMATS = ("ctranslate2",)
-QKV_DIR = "qkv"  # OUT/qkv: qkv's own files beside the CTranslate2 model
-EXPORT_FILE = "export.json"
+QKV_DIR = EXPORT_DIR  # OUT/qkv: qkv's own files beside the CTranslate2 model (and EXPORT_FILE)
 SPECIAL = SpecialTokens(bos=BOS_TOKEN, eos=EOS_TOKEN, unk=UNK_TOKEN)
 
 
@@ -145,7 +149,7 @@ def export_translation(
     from qkv.tasks.translation.runner import Translator  # each task's runner only when it exports
 
     model_dir = Path(model_dir)
-    run = load_model_run_config(model_dir)
+    run = load_model_run_config(model_dir, verify=(CONFIG_FILE,))  # Translator.load: the rest
     if run.family != "transformer":
         raise ValueError(
             f"{model_dir} holds a {run.family} model: CTranslate2 has no recurrent "
@@ -156,7 +160,7 @@ def export_translation(
             f"{model_dir} holds a copying model (copy: true): CTranslate2 has no copy attention "
             "or extended vocabulary, so the pointer-generator cannot be exported"
         )
-    translator = Translator.load(model_dir)
+    translator = Translator.load(model_dir)  # checks the run's files (its manifest)
     data, decode = run.section("data", DataConfig), run.section("decode", DecodeConfig)
     positions = translation_positions(data.max_len, decode)
     spec = transformer_spec(
@@ -201,9 +205,13 @@ def _save(
         (directory / QKV_DIR).mkdir()
         for name in files:
             shutil.copyfile(model_dir / name, directory / QKV_DIR / name)
+        # Last, what was exported: every file written (CTranslate2's and qkv's), so that a file
+        # swapped, truncated or edited later is refused by name when the export is loaded.
+        names = [p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()]
+        exported = entries_to_json(record_files(directory, names))
         atomic_write_json(
             directory / QKV_DIR / EXPORT_FILE,
-            {"format": "ctranslate2", "quantization": quantization, **record},
+            {"format": "ctranslate2", "quantization": quantization, "files": exported, **record},
         )
 
     out = save_spec(

@@ -5,17 +5,31 @@ or a trained model's configuration is read back. Shared by every task.
     model.safetensors       the best weights
     *tokenizer*.json        the vocabularies
     labels.json             a classifier's labels or a tagger's tags
+    manifest.json           the size and SHA-256 of each file above (:mod:`qkv.manifest`)
     metrics.csv, tensorboard/, checkpoints/, snapshots/, results.json
+
+Every load of a run reads its configuration through :func:`load_model_run_config`, which first
+checks the files ``manifest.json`` lists (:func:`check_run_files`): a vocabulary with two words
+swapped, reversed labels, flipped bits in the weights, a truncated or deleted file are refused by
+name, not loaded into wrong answers. The run writes the manifest last, each time it writes its
+files (:func:`save_manifest`): at the start (configuration, vocabularies, labels), after each new
+best weights, for each snapshot, and again on resume. A run with no manifest was saved before qkv
+kept one: it is unverified and loads, evaluates and resumes as it always did; a resume writes it
+one (the files as they are then: what the older code trusted). A kill between the best weights
+and the manifest after them leaves a manifest that refuses those weights (safe, not silent);
+the run's next best weights write it again.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from qkv.io import atomic_write_json, remove_stale_temporaries
+from qkv.manifest import MANIFEST_FILE, verify_manifest, write_manifest
 from qkv.tasks.registry import task
 from qkv.tasks.run_config import RunConfig, apply_overrides, move_saved_keys, run_config_from_dict
 from qkv.tasks.spec import TaskSpec
@@ -35,6 +49,15 @@ SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.
 TOKENIZER_FILE = "tokenizer.json"  # the one vocabulary of a language model or an encoder
 LABELS_FILE = "labels.json"  # a classifier's labels or a tagger's tags, in id order
 VOCAB_FILE = "vocab.json"  # a captioner's words
+# What a loader reads: the files manifest.json records (each one the run wrote).
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, SOURCE_TOKENIZER, TARGET_TOKENIZER, TOKENIZER_FILE,
+               LABELS_FILE, VOCAB_FILE)  # fmt: skip
+# What a resume reads: not the best weights (it continues from its checkpoint, and keeps their
+# manifest entry until it writes better ones).
+RESUME_READS = tuple(name for name in MODEL_FILES if name != WEIGHTS_FILE)
+RESTORE = "restore it from a copy of the run, or train the model again"
+# What marks a CTranslate2 export (qkv.ctranslate2.export), told apart from a run directory.
+EXPORT_DIR, EXPORT_FILE, EXPORT_WEIGHTS = "qkv", "export.json", "model.bin"
 
 
 class RunDirError(ValueError):
@@ -50,6 +73,7 @@ RUN_OUTPUTS = (
     TARGET_TOKENIZER,
     LABELS_FILE,
     VOCAB_FILE,
+    MANIFEST_FILE,
     "metrics.csv",
     "results.json",
     "snapshots",
@@ -82,7 +106,7 @@ def resume_config(run_dir: str | Path, overrides: list[str] | None = None) -> Ru
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is not None:  # a corrupt checkpoint is refused before the resume writes a file
         check_checkpoint(checkpoint)
-    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir))
+    return load_model_run_config(run_dir, overrides, out_dir=str(run_dir), verify=RESUME_READS)
 
 
 def run_evidence(out: Path) -> list[str]:
@@ -133,11 +157,25 @@ def snapshot_dir(model_dir: str | Path, minutes: float) -> Path:
 
 
 def load_model_run_config(
-    model_dir: str | Path, overrides: list[str] | None = None, *, out_dir: str | None = None
+    model_dir: str | Path,
+    overrides: list[str] | None = None,
+    *,
+    out_dir: str | None = None,
+    verify: Collection[str] | None = None,
 ) -> RunConfig:
     """The run configuration saved in a model directory (``overrides`` applied, ``out_dir``
-    replaced when given); errors name the file."""
-    path = Path(model_dir) / CONFIG_FILE
+    replaced when given), once the files its manifest lists are checked (those in ``verify``,
+    when given: a caller that loads the rest through this function again checks them then);
+    errors name the file."""
+    directory = Path(model_dir)
+    if is_ctranslate2_export(directory):
+        raise RunDirError(
+            f"{directory} is a CTranslate2 export, not a qkv run directory: pass --engine "
+            "ctranslate2 (CTranslate2Translator or CTranslate2Generator in Python), or the run "
+            "directory it was exported from"
+        )
+    check_run_files(directory, only=verify)
+    path = directory / CONFIG_FILE
     raw = read_json(path)
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path} must hold a JSON object, got {type(raw).__name__}")
@@ -148,6 +186,32 @@ def load_model_run_config(
         return run_config_from_dict(apply_overrides(move_saved_keys(raw), overrides or []))
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: {error}") from None
+
+
+def check_run_files(model_dir: str | Path, only: Collection[str] | None = None) -> bool:
+    """Check the files of ``model_dir`` its ``manifest.json`` lists (those in ``only``, when
+    given): a :class:`~qkv.manifest.ManifestError` names one missing or changed. ``False`` for a
+    run saved before manifests (unverified; it loads as before)."""
+    if verify_manifest(model_dir, remedy=RESTORE, only=only):
+        return True
+    logger.info("%s has no %s (saved before qkv kept one): its files are not verified",
+                model_dir, MANIFEST_FILE)  # fmt: skip
+    return False
+
+
+def save_manifest(directory: str | Path, *, written: Collection[str] = MODEL_FILES) -> None:
+    """Write ``directory/manifest.json`` after the run wrote the files ``written``: those are
+    hashed now, the others it lists keep their entries (a file changed on disk meanwhile stays
+    refused); a model file present but not yet listed is hashed now."""
+    unchanged = [name for name in MODEL_FILES if name not in written]
+    write_manifest(directory, MODEL_FILES, unchanged=unchanged)
+
+
+def is_ctranslate2_export(directory: Path) -> bool:
+    """Whether ``directory`` holds a CTranslate2 export (``qkv export --format ctranslate2``)."""
+    return (directory / EXPORT_WEIGHTS).is_file() and (
+        directory / EXPORT_DIR / EXPORT_FILE
+    ).is_file()
 
 
 SPLITS = ("train", "valid", "test")
@@ -181,7 +245,8 @@ def model_task(model_dir: str | Path) -> TaskSpec:
     directory = Path(model_dir)
     if not (directory / CONFIG_FILE).is_file():
         raise FileNotFoundError(f"no model directory at {directory} ({CONFIG_FILE} missing)")
-    return task(load_model_run_config(directory).task)
+    # The configuration it reads is checked now; the runner's load checks the other files.
+    return task(load_model_run_config(directory, verify=(CONFIG_FILE,)).task)
 
 
 def load_runner(model_dir: str | Path) -> tuple[TaskSpec, Any]:

@@ -13,7 +13,8 @@
 :class:`TrainingRun` rejects what needs no data (the device) before any write, claims the run
 directory (:func:`~qkv.tasks.run_dir.claim_run_dir`), seeds, writes ``config.json`` with the
 model section as built, keeps the best weights, writes snapshots as model directories of their
-own, and counts parameters once each (tied weights are one tensor).
+own, and counts parameters once each (tied weights are one tensor). After each of those writes
+it writes ``manifest.json`` (:func:`~qkv.tasks.run_dir.save_manifest`), last.
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from qkv.io import atomic_write_json
 from qkv.models.registry import config_to_dict
 from qkv.tasks.registry import task as registered
 from qkv.tasks.run_config import RunConfig
-from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, claim_run_dir, snapshot_dir
+from qkv.tasks.run_dir import (
+    CONFIG_FILE,
+    RESUME_READS,
+    WEIGHTS_FILE,
+    check_run_files,
+    claim_run_dir,
+    save_manifest,
+    snapshot_dir,
+)
 from qkv.training.checkpoint import save_weights
 from qkv.training.device import rank_device, training_device
 from qkv.training.distributed import Distributed
@@ -102,6 +111,8 @@ class TrainingRun:
         )
         if not resume and self.distributed.main:
             claim_run_dir(self.out, overwrite)
+        if resume:  # what it reads back (qkv train --resume checked it already, before any write)
+            check_run_files(self.out, only=RESUME_READS)
         torch.manual_seed(config.train.seed)
         self._saved: dict[str, Any] | None = None
         self._shared: list[Callable[[Path], object]] = []
@@ -135,6 +146,8 @@ class TrainingRun:
                 self.out.mkdir(parents=True, exist_ok=True)
                 write_shared(self.out)
             self._write_files(self.out, saved)
+            # Last: the files just written; the best weights (a resumed run's) keep their entry.
+            save_manifest(self.out, written=RESUME_READS)
             if self._shared:
                 self.distributed.barrier()  # the other ranks may read the shared values now
 
@@ -165,6 +178,11 @@ class TrainingRun:
             directory = snapshot_dir(self.out, minutes)
             self._write_files(directory, {**saved, "snapshot": {"minutes": minutes, "step": step}})
             save_weights(model, directory / WEIGHTS_FILE)
+            save_manifest(directory)  # last, over every file of the snapshot
+
+        def best(_: object) -> None:
+            save_weights(model, self.out / WEIGHTS_FILE)
+            save_manifest(self.out, written=(WEIGHTS_FILE,))  # last, as after every save
 
         result = train(
             model,
@@ -174,7 +192,7 @@ class TrainingRun:
             evaluate=evaluate,
             metric=metric,
             higher_is_better=higher_is_better,
-            on_best=lambda _: save_weights(model, self.out / WEIGHTS_FILE),
+            on_best=best,
             on_snapshot=snapshot,
             run_dir=self.out,
             resume=self.resume,

@@ -9,6 +9,8 @@ A checkpoint is a directory ``RUN_DIR/checkpoints/step-000123/`` with
     state.json             loop position (step, epoch, batches consumed in the epoch, clock),
                            best metrics, early-stopping count, the optimiser's hyper-parameters,
                            the scheduler, the Python and NumPy generator states
+    manifest.json          the size and SHA-256 of the other four (:mod:`qkv.manifest`), written
+                           last; a checkpoint without one (older) is read unchecked
 
 written under a temporary name, flushed with ``fsync`` and renamed into place; only then does
 ``RUN_DIR/checkpoints/latest.json`` (itself replaced atomically) point at it, and only after that
@@ -41,6 +43,7 @@ from qkv.io import (
     make_temporary_directory,
     remove_stale_temporaries,
 )
+from qkv.manifest import verify_manifest, write_manifest
 from qkv.training.checkpoint import (
     CheckpointError,
     check_finite,
@@ -111,6 +114,7 @@ def save_checkpoint(
             "numpy_rng": _numpy_rng_state(),
         }
         atomic_write_json(tmp / "state.json", state)
+        write_manifest(tmp, FILES)  # last: the size and SHA-256 of each file above
         final = root / name
         tmp.rename(final)
         fsync_dir(root)
@@ -233,6 +237,10 @@ def check_checkpoint(directory: str | Path) -> None:
 
 
 def _read_state(directory: Path) -> tuple[dict[str, Any], LoopState]:
+    """``state.json`` and its loop values, once the checkpoint's files are checked against its
+    ``manifest.json`` (a checkpoint saved before manifests has none: read as before)."""
+    remedy = f"remove {directory} to resume from an older checkpoint, if there is one"
+    verify_manifest(directory, remedy=remedy)
     state = read_json(directory / "state.json")
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{directory / 'state.json'} is not a qkv checkpoint (format 1)")

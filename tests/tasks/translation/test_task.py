@@ -2,12 +2,15 @@
 so is every snapshot the budget clock leaves behind."""
 
 import json
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from qkv.manifest import ManifestError, file_entry, read_manifest
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
@@ -167,3 +170,17 @@ def test_the_report_shows_the_first_and_then_the_shortest_sentences():
     assert shown == [sources[0], sources[1], sources[3], sources[5]]
     none = report.lines(0)
     assert none == lines[: len(none)] and not any("  source " in line for line in none)
+
+
+def test_a_snapshot_carries_its_own_manifest(snapshotted_run, tmp_path):
+    out, _ = snapshotted_run
+    directory = Path(shutil.copytree(snapshot_dir(out, 0.5), tmp_path / "snapshot"))
+    entries = read_manifest(directory)
+    assert entries is not None and set(entries) == {
+        "config.json", "model.safetensors", "source_tokenizer.json", "target_tokenizer.json"
+    }  # fmt: skip
+    assert entries["model.safetensors"] == file_entry(directory / "model.safetensors")
+    assert entries["model.safetensors"] != read_manifest(snapshot_dir(out, 1))["model.safetensors"]
+    shutil.copyfile(snapshot_dir(out, 1) / "model.safetensors", directory / "model.safetensors")
+    with pytest.raises(ManifestError, match=r"model\.safetensors has changed since it was saved"):
+        Translator.load(directory)  # another snapshot's weights: refused, not loaded
