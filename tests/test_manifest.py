@@ -97,3 +97,22 @@ def test_a_damaged_manifest_is_refused_naming_it(folder, text):
     (folder / MANIFEST_FILE).write_text(text)
     with pytest.raises(ManifestError, match=re.escape(f"{folder / MANIFEST_FILE} is damaged")):
         verify_manifest(folder, remedy=REMEDY)
+
+
+def test_a_replacement_under_way_verifies_as_the_old_file_or_the_new_one(folder):
+    write_manifest(folder, ["w.bin", "a.json"])
+    old = file_entry(folder / "w.bin")
+    new_bytes = bytes(reversed(range(256))) * (CHUNK // 128 + 3)  # same size, other bytes
+    (folder / "next.bin").write_bytes(new_bytes)
+    write_manifest(folder, ["w.bin", "a.json"], unchanged=["a.json"],
+                   replacing={"w.bin": file_entry(folder / "next.bin")})  # fmt: skip
+    recorded = read_manifest(folder)["w.bin"]
+    assert recorded.previous == old and recorded.sha256 == hashlib.sha256(new_bytes).hexdigest()
+    assert verify_manifest(folder, remedy=REMEDY)  # killed before the rename: the old file
+    (folder / "next.bin").replace(folder / "w.bin")
+    assert verify_manifest(folder, remedy=REMEDY)  # killed after it: the new file
+    (folder / "w.bin").write_bytes(b"\0" * len(new_bytes))  # neither: refused
+    with pytest.raises(ManifestError, match=r"w\.bin has changed since it was saved"):
+        verify_manifest(folder, remedy=REMEDY)
+    write_manifest(folder, ["w.bin", "a.json"], unchanged=["a.json"])
+    assert read_manifest(folder)["w.bin"].previous is None  # the next manifest drops it

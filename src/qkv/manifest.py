@@ -44,10 +44,16 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
-    """What a manifest records of one file."""
+    """What a manifest records of one file. ``previous``: while a writer replaces the file
+    (:func:`write_manifest` with ``replacing``), the file it replaces, so a process killed
+    between the rename and the next manifest leaves a directory that still verifies."""
 
     size: int
     sha256: str
+    previous: Entry | None = None
+
+    def matches(self, other: Entry) -> bool:
+        return (self.size, self.sha256) == (other.size, other.sha256)
 
 
 def file_entry(path: str | Path) -> Entry:
@@ -76,7 +82,14 @@ def record_files(
 
 
 def entries_to_json(entries: Mapping[str, Entry]) -> dict[str, dict[str, Any]]:
-    return {name: {"size": e.size, "sha256": e.sha256} for name, e in sorted(entries.items())}
+    return {name: _entry_json(entry) for name, entry in sorted(entries.items())}
+
+
+def _entry_json(entry: Entry) -> dict[str, Any]:
+    out: dict[str, Any] = {"size": entry.size, "sha256": entry.sha256}
+    if entry.previous is not None:
+        out["previous"] = _entry_json(entry.previous)
+    return out
 
 
 def entries_from_json(raw: Any, where: Path) -> dict[str, Entry]:
@@ -109,6 +122,8 @@ def check_files(
         if not path.is_file():
             raise ManifestError(f"{path} is missing: {listed_in} lists it; {remedy}")
         size = path.stat().st_size
+        if want.previous is not None and _matches_either(path, size, want):
+            continue  # a replacement was under way: the file is the old one or the new one
         if size != want.size:  # cheap: a truncated or swapped file is not read through
             raise ManifestError(
                 f"{path} has changed since it was saved: {size:,} bytes, {listed_in} recorded "
@@ -123,16 +138,26 @@ def check_files(
 
 
 def write_manifest(
-    directory: str | Path, names: Iterable[str], *, unchanged: Collection[str] = ()
+    directory: str | Path,
+    names: Iterable[str],
+    *,
+    unchanged: Collection[str] = (),
+    replacing: Mapping[str, Entry] | None = None,
 ) -> dict[str, Entry]:
     """Record each of ``names`` that exists in ``directory`` in ``directory/manifest.json``,
     atomically; returns the entries written. A name in ``unchanged`` is a file this save did
     not write: it keeps the entry the existing manifest has for it (hashed now only when that
-    manifest has none, or there is no manifest)."""
+    manifest has none, or there is no manifest). ``replacing`` maps a file about to be renamed
+    into place to its new entry: it is recorded with the entry it replaces as ``previous``, and
+    either passes verification until the manifest is written again."""
     directory = Path(directory)
-    old = (read_manifest(directory) or {}) if unchanged else {}
+    replacing = replacing or {}
+    old = (read_manifest(directory) or {}) if unchanged or replacing else {}
     kept = {name: entry for name, entry in old.items() if name in unchanged}
-    entries = record_files(directory, names, kept=kept)
+    entries = record_files(directory, [n for n in names if n not in replacing], kept=kept)
+    for name, new in replacing.items():
+        before = old.get(name)
+        entries[name] = Entry(new.size, new.sha256, None if before is None else _plain(before))
     atomic_write_json(
         directory / MANIFEST_FILE, {"format": FORMAT, "files": entries_to_json(entries)}
     )
@@ -167,6 +192,19 @@ def verify_manifest(
     return True
 
 
+def _plain(entry: Entry) -> Entry:
+    return Entry(entry.size, entry.sha256)
+
+
+def _matches_either(path: Path, size: int, want: Entry) -> bool:
+    """Whether the file at ``path`` (of ``size`` bytes) is ``want`` or ``want.previous``."""
+    candidates = [e for e in (want, want.previous) if e is not None and e.size == size]
+    if not candidates:
+        return False
+    got = file_entry(path)
+    return any(e.matches(got) for e in candidates)
+
+
 def _damaged(where: Path, error: Exception) -> ManifestError:
     return ManifestError(
         f"{where} is damaged ({error}); it cannot vouch for the files beside it: restore it "
@@ -182,4 +220,5 @@ def _entry(value: object) -> Entry:
         raise ValueError(f"size must be an int >= 0, got {size!r}")
     if not (isinstance(sha256, str) and len(sha256) == 64):
         raise ValueError(f"sha256 must be 64 hex digits, got {sha256!r}")
-    return Entry(size, sha256)
+    previous = value.get("previous")
+    return Entry(size, sha256, None if previous is None else _plain(_entry(previous)))

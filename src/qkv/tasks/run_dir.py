@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from qkv.io import atomic_write_json, remove_stale_temporaries
-from qkv.manifest import MANIFEST_FILE, verify_manifest, write_manifest
+from qkv.manifest import MANIFEST_FILE, Entry, verify_manifest, write_manifest
 from qkv.tasks.registry import task
 from qkv.tasks.run_config import RunConfig, apply_overrides, move_saved_keys, run_config_from_dict
 from qkv.tasks.spec import TaskSpec
@@ -199,12 +199,19 @@ def check_run_files(model_dir: str | Path, only: Collection[str] | None = None) 
     return False
 
 
-def save_manifest(directory: str | Path, *, written: Collection[str] = MODEL_FILES) -> None:
+def save_manifest(
+    directory: str | Path,
+    *,
+    written: Collection[str] = MODEL_FILES,
+    replacing: Mapping[str, Entry] | None = None,
+) -> None:
     """Write ``directory/manifest.json`` after the run wrote the files ``written``: those are
     hashed now, the others it lists keep their entries (a file changed on disk meanwhile stays
-    refused); a model file present but not yet listed is hashed now."""
-    unchanged = [name for name in MODEL_FILES if name not in written]
-    write_manifest(directory, MODEL_FILES, unchanged=unchanged)
+    refused); a model file present but not yet listed is hashed now. ``replacing``: the files
+    about to be renamed into place, by their new entries (:func:`qkv.manifest.write_manifest`)."""
+    replacing = replacing or {}
+    unchanged = [name for name in MODEL_FILES if name not in written and name not in replacing]
+    write_manifest(directory, MODEL_FILES, unchanged=unchanged, replacing=replacing)
 
 
 def is_ctranslate2_export(directory: Path) -> bool:

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from qkv.io import atomic_write_json
+from qkv.manifest import file_entry
 from qkv.models.registry import config_to_dict
 from qkv.tasks.registry import task as registered
 from qkv.tasks.run_config import RunConfig
@@ -181,8 +182,11 @@ class TrainingRun:
             save_manifest(directory)  # last, over every file of the snapshot
 
         def best(_: object) -> None:
-            save_weights(model, self.out / WEIGHTS_FILE)
-            save_manifest(self.out, written=(WEIGHTS_FILE,))  # last, as after every save
+            # The manifest names the new weights (and the ones they replace) before the rename,
+            # and the new weights alone after it: a kill anywhere between leaves a run that loads.
+            save_weights(model, self.out / WEIGHTS_FILE, before_rename=lambda tmp: save_manifest(
+                self.out, written=(), replacing={WEIGHTS_FILE: file_entry(tmp)}))  # fmt: skip
+            save_manifest(self.out, written=(WEIGHTS_FILE,))
 
         result = train(
             model,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,13 @@ def read_json(path: str | Path) -> Any:
         raise CheckpointError(f"{path} is not valid JSON: {error}") from None
 
 
-def save_weights(model: nn.Module, path: str | Path) -> None:
+def save_weights(
+    model: nn.Module, path: str | Path, *, before_rename: Callable[[Path], object] | None = None
+) -> None:
     """Write the model's parameters and buffers to a safetensors file, atomically; an
-    ``OSError`` (a full disk) names the file, and the previous file stays as it was."""
+    ``OSError`` (a full disk) names the file, and the previous file stays as it was.
+    ``before_rename(tmp)`` runs once the complete file is written, before it replaces ``path``
+    (a manifest records it there, :func:`qkv.manifest.write_manifest`)."""
     from safetensors import SafetensorError
     from safetensors.torch import save_model
 
@@ -45,6 +50,8 @@ def save_weights(model: nn.Module, path: str | Path) -> None:
             save_model(model, str(tmp))
         except SafetensorError as error:  # not an OSError: atomic_file would let it through
             raise _as_os_error(error) from error
+        if before_rename is not None:
+            before_rename(tmp)
 
 
 def _as_os_error(error: Exception) -> OSError:
