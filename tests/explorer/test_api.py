@@ -206,7 +206,7 @@ def test_captioner_word_maps(client, models):
     [
         ({"model": "nope", "text": "a"}, 404, "unknown model 'nope'; this explorer serves"),
         ({"model": "/etc/passwd", "text": "a"}, 404, "unknown model '/etc/passwd'"),
-        ({"model": "reverse"}, 422, 'takes text (in "text")'),
+        ({"model": "reverse"}, 422, 'takes text: "text" must be a string'),
         ({"model": "reverse", "text": "   "}, 422, "the text is empty"),
         ({"model": "reverse", "text": "x" * 201}, 422, "the text has 201 characters; at most 200"),
         ({"model": "reverse", "text": "a", "path": "x"}, 422, "path: Extra inputs"),

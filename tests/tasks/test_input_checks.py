@@ -277,7 +277,7 @@ def test_a_text_of_a_million_words_is_cut_from_its_start_alone(models, monkeypat
 def test_tagger_splits_long_sentences_and_says_so(models):
     tagger = models["tagger"]
     words = "to walk 7 . " * 10
-    with pytest.warns(InputWarning, match="tagged in windows of whole words"):
+    with pytest.warns(InputWarning, match="tagged in overlapping windows of whole words"):
         (tagged,) = tagger.tag([words])
     assert len(tagged) == 40 and all(tag for _, tag in tagged)
     with pytest.warns(InputWarning, match=r"attention shown is that of its first \d+ of 40 words"):

@@ -47,7 +47,9 @@ def test_a_bad_weight_is_named(name):
 
 
 def _as_saved_before_the_move(run: Path) -> None:
-    """Rewrite ``run/config.json`` as runs wrote it when the weights were model keys."""
+    """Rewrite ``run/config.json`` as runs wrote it when the weights were model keys (and
+    before they kept a manifest)."""
+    (run / "manifest.json").unlink()
     path = run / "config.json"
     saved = json.loads(path.read_text())
     for name in OBJECTIVE_WEIGHTS:

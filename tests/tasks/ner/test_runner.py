@@ -113,6 +113,7 @@ def test_a_run_saved_without_a_scheme_loads_with_its_corpus_scheme(wnut_run, tmp
         shutil.copytree(wnut_run, old)
         saved = json.loads((old / "config.json").read_text(encoding="utf-8"))
         del saved["data"]["splitter"]  # as qkv wrote it before the key existed
+        (old / "manifest.json").unlink()  # and before it kept a manifest
         saved["data"]["corpus"] = corpus
         (old / "config.json").write_text(json.dumps(saved), encoding="utf-8")
         tagger = EntityTagger.load(old)
