@@ -66,7 +66,7 @@ def _captioner() -> ShowAttendTell:
         tile_height=8, tile_width=8, conv_channels=(4,), feature_dim=8, embed_dim=8,
         hidden_dim=8, attention_dim=8,
     )  # fmt: skip
-    return ShowAttendTell(config)
+    return ShowAttendTell(config).eval()  # no feature dropout: calls comparable
 
 
 def _caption_keep(model: ShowAttendTell, tiles: int = 2) -> Tensor:
@@ -141,10 +141,33 @@ WRONG = {
 }
 
 
+def _main(out: object) -> Tensor:
+    """The output a mask acts on: the tensor itself, or the first tensor field of a result
+    (context, vector, logits, hidden or encoded features)."""
+    if isinstance(out, Tensor):
+        return out
+    for name in ("context", "vector", "logits", "hidden", "features"):
+        value = getattr(out, name, None)
+        if isinstance(value, Tensor):
+            return value
+    fields = [v for v in getattr(out, "__dict__", {}).values() if isinstance(v, Tensor)]
+    assert fields, f"no tensor in {type(out).__name__}"
+    return fields[0]
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_boolean_mask_is_accepted(case):
+def test_boolean_mask_is_accepted_and_masks_only_the_padded_row(case):
+    """The reference is the same call with nothing masked (same weights: same seed). Batch row 0
+    is unpadded, so its output must equal the reference bit for bit (a mask read with the wrong
+    polarity hides all of it); row 1 keeps 2 positions, so its output must differ (a mask that is
+    ignored leaves it equal)."""
     torch.manual_seed(0)
-    CASES[case](lambda mask: mask)
+    masked = _main(CASES[case](lambda mask: mask))
+    torch.manual_seed(0)
+    reference = _main(CASES[case](torch.ones_like))
+    assert masked.shape == reference.shape and torch.isfinite(masked).all()
+    torch.testing.assert_close(masked[0], reference[0], atol=1e-6, rtol=1e-6)
+    assert not torch.allclose(masked[1], reference[1], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("wrong", WRONG)

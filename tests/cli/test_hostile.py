@@ -307,7 +307,7 @@ def case(
     ``stdin`` the bytes on standard input; ``xfail`` the known defect that makes it fail
     (``run=False``: not even run, when failing takes long); ``needs`` a package without which
     it is skipped."""
-    marks = [pytest.mark.xfail(strict=False, reason=xfail, run=run)] if xfail else []
+    marks = [pytest.mark.xfail(strict=True, reason=xfail, run=run)] if xfail else []
     if needs is not None and importlib.util.find_spec(needs) is None:
         marks.append(pytest.mark.skip(reason=f"needs {needs}"))
     return pytest.param(shlex.split(argv), message, stdin, id=name, marks=marks)

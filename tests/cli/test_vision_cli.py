@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import pytest
 import yaml
@@ -66,7 +67,13 @@ def test_classify_image_and_evaluate(vit):
     assert sum(row[c] for c in CLASSES) == pytest.approx(1.0, abs=1e-4)
     result = qkv("evaluate", "--model", str(vit / "run"))
     assert result.returncode == 0, result.stderr
-    assert "test: 36 examples" in result.stdout and "accuracy" in result.stdout
+    assert "test: 36 examples" in result.stdout
+    # Measured: accuracy 0.944 (34 of 36; deterministic under the seeds); chance is 1/3 for
+    # three balanced classes. The three images above are 2 of 3 right (seven/0.png reads as
+    # zero), so this is the quality check.
+    accuracy = re.search(r"^accuracy (\d\.\d+)", result.stdout, re.MULTILINE)
+    assert accuracy is not None, result.stdout
+    assert float(accuracy.group(1)) >= 0.8
 
 
 def test_plot_attention_over_the_image(vit):

@@ -508,9 +508,10 @@ def test_generator_continues_as_the_language_model_does(language_model):
     assert runner.generate(prompts) == expected  # the model's decode.max_new_tokens
     assert any(" the " in text for text in expected)  # it learned some of the text
     # int8 (float32 weights run as int8): measured 5 of 5 continuations equal for both runs
-    # (10 of 10 on a longer list, and the same for int8 weights stored by the export).
+    # (10 of 10 on a longer list, and the same for int8 weights stored by the export). One of
+    # five may differ where another CPU's int8 kernels round a near tie the other way.
     int8 = runner.generate(prompts, max_new_tokens=30, compute_type="int8")
-    assert _share(int8, expected) >= 0.6
+    assert _share(int8, expected) >= 0.8
     with pytest.raises(ValueError, match=r"no sliding window\); ask for at most \d+ new tokens"):
         runner.generate(["the king"], max_new_tokens=96)
     with pytest.raises(ValueError, match="not a translation model"):
@@ -553,11 +554,20 @@ def test_translate_with_the_ctranslate2_engine_prints_what_qkv_prints(translatio
     assert theirs == ours and len(ours) == 6
     int8 = _printed(capsys, ["translate", "--model", str(translation["float32"]),
                              "--engine", "ctranslate2", "--precision", "int8", *texts])  # fmt: skip
-    assert len(int8) == 6
-    for precision in ("bfloat16", "int8"):  # qkv's own lower precisions, same checks and lines
-        lower = _printed(capsys, ["translate", "--model", str(translation["model"]),
-                                  "--precision", precision, *texts])  # fmt: skip
-        assert _share([s.split() for s in lower], [s.split() for s in ours]) >= 0.5
+    lower = {
+        precision: _printed(
+            capsys,
+            ["translate", "--model", str(translation["model"]), "--precision", precision, *texts],
+        )
+        for precision in ("bfloat16", "int8")  # qkv's own lower precisions, same lines
+    }
+    # Measured on the first 40 test sentences: CTranslate2 int8, qkv int8 and qkv bfloat16 all
+    # print every line as float32 qkv does (40 of 40). One line of six may differ where another
+    # CPU's low-precision kernels round a near tie the other way.
+    assert len(int8) == 6 and _share(int8, ours) >= 5 / 6
+    assert _share(int8, lower["int8"]) >= 5 / 6  # CTranslate2's int8 against qkv's own
+    for precision, lines in lower.items():
+        assert _share(lines, ours) >= 5 / 6, precision
     # The qkv model directory is not an export: the error says how to make one.
     argv = ["translate", "--model", str(translation["model"]), "--engine", "ctranslate2", "a"]
     assert main(argv) == 2

@@ -151,6 +151,10 @@ def test_values_at_padded_positions_never_reach_the_output(kind: str, garbage: f
     clean = module(hidden, keep)
     dirty = module(_garbage(hidden, keep, garbage), keep)
     assert torch.equal(clean.vector, dirty.vector)
+    # The attending kinds return their weights (structured self-attention its penalty too): the
+    # checks below run for them, never skipped by a missing value.
+    assert (clean.weights is not None) == (kind in ("attention", "structured"))
+    assert (clean.penalty is not None) == (kind == "structured")
     if clean.weights is not None:
         assert torch.equal(clean.weights, dirty.weights)
         weights = dirty.weights.view(B, -1, T)  # (B, 1 or r, T)

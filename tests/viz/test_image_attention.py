@@ -1,12 +1,14 @@
-"""Attention overlays: maps are scaled to the image patch by patch, the PNG is a real image whose
-pixels follow the map, and bad shapes are named."""
+"""Attention overlays: maps are scaled to the image patch by patch, each panel draws the image
+and its map (read back from the figure) under a title naming it, the PNG is written whole, and
+bad shapes are named."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from qkv.viz.image_attention import plot_image_attention, upsample_map
+from qkv.viz.image_attention import image_attention_figure, plot_image_attention, upsample_map
 
 
 def test_upsample_repeats_each_patch():
@@ -17,18 +19,46 @@ def test_upsample_repeats_each_patch():
     assert torch.equal(pixels[2:, 3:], torch.full((2, 3), 0.4))
 
 
-def test_overlay_png_follows_the_map(tmp_path):
+def _patches(grid: torch.Tensor, size: int) -> torch.Tensor:
+    """An independent nearest-neighbour upsampling: each cell repeated ``size`` x ``size``."""
+    return grid.repeat_interleave(size, 0).repeat_interleave(size, 1)
+
+
+def test_overlay_figure_draws_the_image_then_each_map_scaled_to_its_maximum():
+    image = torch.rand(28, 28)  # float in [0, 1]: drawn as given
+    corner = torch.zeros(7, 7)
+    corner[0, 6] = 0.5  # top right only: a transpose moves it to the bottom left
+    ramp = torch.arange(49.0).view(7, 7) / 49  # rows and columns differ everywhere
+    figure = image_attention_figure(
+        image, torch.stack([corner, ramp]), ["layer 0 head 1", "rollout"], title="seven"
+    )
+    assert figure.get_suptitle() == "seven"
+    first, second, third, empty = figure.axes  # a 2 x 2 grid for three panels
+    assert [a.get_title() for a in (first, second, third)] == [
+        "image",
+        "layer 0 head 1 (max 0.50)",
+        f"rollout (max {48 / 49:.2f})",
+    ]
+    assert not empty.get_images()
+    (plain,) = first.get_images()
+    np.testing.assert_array_equal(np.asarray(plain.get_array()), image.numpy())
+    for axes, grid in ((second, corner), (third, ramp)):
+        under, over = axes.get_images()
+        np.testing.assert_array_equal(np.asarray(under.get_array()), image.numpy())
+        expected = _patches(grid / grid.max(), 4)  # each panel scaled to its own maximum
+        np.testing.assert_allclose(np.asarray(over.get_array()), expected.numpy(), rtol=1e-6)
+        assert over.get_alpha() == 0.55 and over.get_clim() == (0.0, 1.0)
+
+
+def test_overlay_png_is_written_whole(tmp_path):
     import matplotlib.image as mpimg
 
     image = torch.randint(0, 256, (1, 28, 28), dtype=torch.uint8)
     left = torch.zeros(1, 7, 7)
     left[0, :, 0] = 1.0
-    right = left.flip(-1)
     a = plot_image_attention(image, left, ["left"], tmp_path / "a.png")
-    b = plot_image_attention(image, right, ["right"], tmp_path / "b.png")
     assert mpimg.imread(a).shape[0] > 100
-    assert a.read_bytes() != b.read_bytes()
-    assert not list(tmp_path.glob(".*.tmp"))
+    assert [p.name for p in tmp_path.iterdir()] == ["a.png"]  # no temporary left behind
 
 
 def test_wide_strips_stack_in_one_column(tmp_path):

@@ -6,8 +6,25 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qkv.io import atomic_write
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _write(figure: Figure, path: str | Path) -> Path:
+    """Save ``figure`` to ``path`` (its suffix names the format), whole or not at all."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(
+        buffer, format=Path(path).suffix.lstrip(".") or "png", bbox_inches="tight", dpi=120
+    )
+    atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    return Path(path)
 
 
 def plot_bleu_by_length(
@@ -17,7 +34,13 @@ def plot_bleu_by_length(
     title: str = "BLEU by source sentence length",
 ) -> Path:
     """``series``: model name -> ``[(bucket label, BLEU), ...]`` in bucket order."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    return _write(bleu_by_length_figure(series, title=title), path)
+
+
+def bleu_by_length_figure(
+    series: Mapping[str, Sequence[tuple[str, float]]], *, title: str
+) -> Figure:
+    """The figure :func:`plot_bleu_by_length` saves: one line per model over the buckets."""
     from matplotlib.figure import Figure
 
     if not series:
@@ -26,7 +49,6 @@ def plot_bleu_by_length(
     for points in series.values():
         labels += [label for label, _ in points if label not in labels]
     figure = Figure(figsize=(6.5, 4.0))
-    FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     for name, points in series.items():
         values = dict(points)
@@ -38,20 +60,20 @@ def plot_bleu_by_length(
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend()
-    buffer = io.BytesIO()
-    figure.savefig(
-        buffer, format=Path(path).suffix.lstrip(".") or "png", bbox_inches="tight", dpi=120
-    )
-    atomic_write(path, lambda f: f.write(buffer.getvalue()))
-    return Path(path)
+    return figure
 
 
 def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: str = "") -> Path:
     """Training and validation loss against the step, with validation BLEU on a second axis
     when the run recorded it, from a run's ``metrics.csv``."""
+    return _write(training_curves_figure(metrics_csv, title=title), path)
+
+
+def training_curves_figure(metrics_csv: str | Path, *, title: str = "") -> Figure:
+    """The figure :func:`plot_training_curves` saves: its first axes hold the losses, a twin
+    axes the validation BLEU (when recorded)."""
     import csv
 
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     metrics_csv = Path(metrics_csv)
@@ -75,7 +97,6 @@ def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: st
         return [x for x, _ in points], [y for _, y in points]
 
     figure = Figure(figsize=(7.0, 4.0))
-    FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     drawn = []
     for column, label, style in (
@@ -97,9 +118,4 @@ def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: st
         right.set_ylabel("BLEU")
     axes.legend(drawn, [str(line.get_label()) for line in drawn], loc="center right")
     axes.set_title(title or metrics_csv.parent.name)
-    buffer = io.BytesIO()
-    figure.savefig(
-        buffer, format=Path(path).suffix.lstrip(".") or "png", bbox_inches="tight", dpi=120
-    )
-    atomic_write(path, lambda f: f.write(buffer.getvalue()))
-    return Path(path)
+    return figure

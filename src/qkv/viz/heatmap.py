@@ -11,10 +11,14 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from qkv.io import atomic_write
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _check(weights: Tensor, rows: Sequence[str], columns: Sequence[str]) -> None:
@@ -56,17 +60,16 @@ def _draw(axes, weights: Tensor, rows: Sequence[str], columns: Sequence[str], ti
     return image
 
 
-def plot_alignment(
+def alignment_figure(
     weights: Tensor,
     source_tokens: Sequence[str],
     target_tokens: Sequence[str],
-    path: str | Path,
     *,
     title: str | None = None,
     axis_labels: tuple[str, str] = ("source", "target"),
-) -> Path:
-    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf); ``axis_labels``
-    names the columns and rows (``("key", "query")`` for self-attention)."""
+) -> Figure:
+    """The figure :func:`plot_alignment` saves: one ``(T, S)`` heatmap, target tokens down the
+    rows (first at the top), source tokens along the top, and a colour bar."""
     from matplotlib.figure import Figure
 
     _check(weights, target_tokens, source_tokens)
@@ -78,18 +81,35 @@ def plot_alignment(
     axes.set_xlabel(axis_labels[0])
     axes.set_ylabel(axis_labels[1])
     figure.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
-    return _save(figure, path)
+    return figure
 
 
-def plot_heads(
+def plot_alignment(
     weights: Tensor,
     source_tokens: Sequence[str],
     target_tokens: Sequence[str],
     path: str | Path,
     *,
     title: str | None = None,
+    axis_labels: tuple[str, str] = ("source", "target"),
 ) -> Path:
-    """Draw ``(H, T, S)`` per-head weights as a grid of heatmaps, one per head."""
+    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf); ``axis_labels``
+    names the columns and rows (``("key", "query")`` for self-attention)."""
+    figure = alignment_figure(
+        weights, source_tokens, target_tokens, title=title, axis_labels=axis_labels
+    )
+    return _save(figure, path)
+
+
+def heads_figure(
+    weights: Tensor,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    *,
+    title: str | None = None,
+) -> Figure:
+    """The figure :func:`plot_heads` saves: ``(H, T, S)`` weights as a grid of heatmaps, one
+    per head, each titled ``head h``, in head order."""
     from matplotlib.figure import Figure
 
     if weights.dim() != 3:
@@ -106,4 +126,16 @@ def plot_heads(
         _draw(axes, weights[h], target_tokens, source_tokens, f"head {h}")
     if title:
         figure.suptitle(title)
-    return _save(figure, path)
+    return figure
+
+
+def plot_heads(
+    weights: Tensor,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """Draw ``(H, T, S)`` per-head weights as a grid of heatmaps, one per head."""
+    return _save(heads_figure(weights, source_tokens, target_tokens, title=title), path)

@@ -13,6 +13,7 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,9 @@ from torch import Tensor
 
 from qkv.io import atomic_write
 from qkv.viz.heatmap import _save
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _grey(image: Tensor) -> Tensor:
@@ -48,26 +52,19 @@ def upsample_map(weights: Tensor, height: int, width: int) -> Tensor:
     return F.interpolate(grid, size=(height, width), mode="nearest")[0, 0]
 
 
-def plot_image_attention(
+def image_attention_figure(
     image: Tensor,
     maps: Tensor,
     titles: Sequence[str],
-    path: str | Path,
     *,
     columns: int | None = None,
     title: str | None = None,
     show_image: bool = True,
     alpha: float = 0.55,
-) -> Path:
-    """Write one panel per map (``maps``: ``(N, gh, gw)``), each over ``image``, to ``path``
-    (.png, .svg or .pdf, written whole or not at all).
-
-    Args:
-        titles: one per map (e.g. ``"layer 4 head 2"``, ``"rollout"``, or a caption's word).
-        columns: panels per row; default: one column for images more than twice as wide as
-            high (caption strips, read top to bottom), else a near-square grid.
-        show_image: put the plain image first.
-    """
+) -> Figure:
+    """The figure :func:`plot_image_attention` saves: the plain image first (``show_image``),
+    then one panel per map (``maps``: ``(N, gh, gw)``) laid over the image, titled with its
+    title and the map's maximum, in order."""
     from matplotlib.figure import Figure
 
     picture = _grey(image)
@@ -112,6 +109,32 @@ def plot_image_attention(
         axes.set_title(f"{name} (max {peak:.2f})", fontsize=8)
     if title:
         figure.suptitle(title, fontsize=10)
+    return figure
+
+
+def plot_image_attention(
+    image: Tensor,
+    maps: Tensor,
+    titles: Sequence[str],
+    path: str | Path,
+    *,
+    columns: int | None = None,
+    title: str | None = None,
+    show_image: bool = True,
+    alpha: float = 0.55,
+) -> Path:
+    """Write one panel per map (``maps``: ``(N, gh, gw)``), each over ``image``, to ``path``
+    (.png, .svg or .pdf, written whole or not at all).
+
+    Args:
+        titles: one per map (e.g. ``"layer 4 head 2"``, ``"rollout"``, or a caption's word).
+        columns: panels per row; default: one column for images more than twice as wide as
+            high (caption strips, read top to bottom), else a near-square grid.
+        show_image: put the plain image first.
+    """
+    figure = image_attention_figure(
+        image, maps, titles, columns=columns, title=title, show_image=show_image, alpha=alpha
+    )
     return _save(figure, path)
 
 

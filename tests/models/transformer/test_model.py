@@ -403,9 +403,14 @@ def test_normal_embedding_init_gives_unit_variance_after_the_sqrt_d_scale(shared
     assert normal.output_proj.weight is normal.tgt_embed.weight
     assert (normal.src_embed is normal.tgt_embed) == shared
     # every other matrix keeps its Xavier bound
-    for name, p in normal.named_parameters():
-        if p.dim() > 1 and "embed" not in name and "output_proj" not in name:
-            assert p.abs().max().item() <= (6 / sum(p.shape)) ** 0.5 + 1e-7, name
+    others = [
+        (name, p)
+        for name, p in normal.named_parameters()
+        if p.dim() > 1 and "embed" not in name and "output_proj" not in name
+    ]
+    assert len(others) >= 10  # attention and feed-forward matrices of every layer
+    for name, p in others:
+        assert p.abs().max().item() <= (6 / sum(p.shape)) ** 0.5 + 1e-7, name
 
 
 def test_an_unknown_embedding_init_is_refused():

@@ -58,10 +58,11 @@ def trained(digits, tmp_path_factory):
 def test_training_learns_far_beyond_chance_and_writes_the_model_dir(trained):
     out, result = trained
     assert result.steps == 300 and result.stopped == "max_steps"
+    # Measured (deterministic under the seeds): exact match 0.92, alignment accuracy 1.0.
     # Chance: a caption of 1-2 digits is right 1 time in 10 to 100; attention on the right tile
-    # about 3 times in 4.
-    assert result.best["valid_exact_match"] >= 0.6
-    assert result.best["valid_alignment_accuracy"] >= 0.9
+    # about 3 times in 4 (0.75), so alignment must be near perfect, not merely above 0.9.
+    assert result.best["valid_exact_match"] >= 0.8
+    assert result.best["valid_alignment_accuracy"] >= 0.97
     for name in ("config.json", "vocab.json", "model.safetensors", "metrics.csv", "checkpoints"):
         assert (out / name).exists(), name
     assert CaptionVocab.load(out / "vocab.json").words[3:5] == ("zero", "one")
@@ -102,7 +103,7 @@ def test_reloaded_captioner_captions_what_the_network_computes(trained, digits):
     right = sum(
         c.words == captioner.vocab.decode(strips.caption(i)) for i, c in enumerate(captions)
     )
-    assert right >= 10
+    assert right >= 15  # measured 17 of 20; chance is at most 1 in 10
 
 
 def test_evaluate_agrees_with_metrics_recomputed_here(trained, digits):
@@ -117,7 +118,9 @@ def test_evaluate_agrees_with_metrics_recomputed_here(trained, digits):
         [c.words for c in captions], references, [c.attention for c in captions], tiles, 2
     )
     assert result == {"split": "test", **expected.as_dict()}
-    assert result["strips"] == 200 and result["exact_match"] >= 0.6
+    # Measured 0.95 exact match and 1.0 alignment on the 200 test strips (chance <= 0.1, 0.75).
+    assert result["strips"] == 200 and result["exact_match"] >= 0.85
+    assert result["alignment_accuracy"] >= 0.97
     with pytest.raises(ValueError, match="split must be valid or test"):
         captioner.evaluate("train")
     first = captioner.test_strips(5)  # the first strips of those scored

@@ -73,7 +73,9 @@ def trained(tmp_path_factory, digits):
 def test_learns_the_digits(trained):
     out, result = trained
     assert result.result.steps == 600
-    assert result.result.best["valid_accuracy"] > 0.6  # chance is 0.1
+    # Measured: 0.950 (170 of 179 validation digits; deterministic under the seeds); chance is
+    # 0.1. A ViT whose encoder is never trained (only its head) reaches 0.17.
+    assert result.result.best["valid_accuracy"] >= 0.85
     saved = json.loads((out / "config.json").read_text())
     assert saved["model"]["image_size"] == 8 and saved["model"]["num_channels"] == 1
     assert json.loads((out / "labels.json").read_text()) == [str(d) for d in range(10)]
