@@ -17,12 +17,14 @@ from qkv.data.reading.squad import cloze_as_spans, write_squad
 from tests.commands import qkv, qkv_process
 
 # Each reader: its model section, its step budget and its data settings. The encoder span reader
-# reads a BPE in windows of 48 ids, so every passage takes two or three.
+# reads a BPE in windows of 48 ids, so every passage takes two or three. Measured at these budgets:
+# 1.00 for each cloze reader and the span reader (0.99 for the attentive reader at 150 steps), 0.95
+# exact match for the encoder span reader at 600 steps (hence 800).
 READERS = {
-    "attentive": ({"family": "cloze_reader", "preset": "tiny", "reader": "attentive"}, 400, {}),
-    "stanford": ({"family": "cloze_reader", "preset": "tiny", "reader": "stanford"}, 400, {}),
-    "as_reader": ({"family": "cloze_reader", "preset": "tiny", "reader": "as_reader"}, 400, {}),
-    "span": ({"family": "span_reader", "preset": "tiny"}, 400, {}),
+    "attentive": ({"family": "cloze_reader", "preset": "tiny", "reader": "attentive"}, 200, {}),
+    "stanford": ({"family": "cloze_reader", "preset": "tiny", "reader": "stanford"}, 200, {}),
+    "as_reader": ({"family": "cloze_reader", "preset": "tiny", "reader": "as_reader"}, 200, {}),
+    "span": ({"family": "span_reader", "preset": "tiny"}, 200, {}),
     "span_encoder": (
         {"family": "encoder_span_reader", "preset": "tiny", "casing_dim": 4},
         800,

@@ -1,7 +1,7 @@
 """The issue's learning test through the real command line: a copy-heavy synthetic task
 (summaries made of invented names, each used once in the corpus, so none is in the vocabulary)
 that the pointer-generator learns, RNN and Transformer alike, and the same model without copying
-cannot (it can only write ``<unk>``). Each run is 400 steps, seconds on a CPU."""
+cannot (it can only write ``<unk>``). Each run is 200 steps, seconds on a CPU."""
 
 import json
 import re
