@@ -8,6 +8,7 @@ that names the dtype and says what to pass instead, and accept the same mask as 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -155,19 +156,65 @@ def _main(out: object) -> Tensor:
     return fields[0]
 
 
+# Cases whose module needs a mask (no keep=None path): their unmasked reference is an all-True mask.
+NEEDS_A_MASK = {"AttentionPooling", "StructuredSelfAttention", "mean_pool", "max_pool",
+                "TransformerLM"}  # fmt: skip
+LEFT_PADDED = {"TransformerLM"}
+GARBAGE = 1e4
+
+
+def _with_garbage(case: str) -> tuple[Callable, Callable]:
+    """``_x`` and ``_ids`` that fill batch row 1's padded positions (the last S - 2 along the
+    length-S dimension, the first S - 2 when left-padded; the captioner's second tile) with
+    huge values or other token ids: what a working mask hides."""
+    pad = slice(0, S - 2) if case in LEFT_PADDED else slice(2, S)
+    base_x, base_ids = _x, _ids  # the module's own, before the test replaces them
+
+    def x(*shape: int) -> Tensor:
+        out = base_x(*shape)
+        if shape == (B, 1, 8, 16):  # the captioner's strip: row 1 keeps its first 8x8 tile
+            out[1, :, :, 8:] = GARBAGE
+        elif S in shape[1:]:
+            index = [1] + [slice(None)] * (len(shape) - 1)
+            index[shape.index(S, 1)] = pad
+            out[tuple(index)] = GARBAGE
+        return out
+
+    def ids(t: int) -> Tensor:
+        out = base_ids(t)
+        out[1, pad] = out[1, pad] % (V - 1) + 1  # every id in 1..V-1 becomes another one
+        return out
+
+    return x, ids
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_boolean_mask_is_accepted_and_masks_only_the_padded_row(case):
-    """The reference is the same call with nothing masked (same weights: same seed). Batch row 0
-    is unpadded, so its output must equal the reference bit for bit (a mask read with the wrong
-    polarity hides all of it); row 1 keeps 2 positions, so its output must differ (a mask that is
-    ignored leaves it equal)."""
+def test_boolean_mask_is_accepted_and_masks_only_the_padded_row(case, monkeypatch):
+    """Batch row 0 is unpadded: its output equals the call with no mask at all (``keep=None``,
+    a path that never reads a mask; an all-True mask for modules that need one), so a mask read
+    with the wrong polarity on any path is caught. Row 1 keeps 2 positions: its output (at those
+    positions, for a module with an output per position) must not change when its padded
+    positions hold garbage (a mask ignored or inverted lets the garbage in), and must differ
+    from the unmasked call."""
+    unmasked = torch.ones_like if case in NEEDS_A_MASK else (lambda mask: None)
     torch.manual_seed(0)
     masked = _main(CASES[case](lambda mask: mask))
     torch.manual_seed(0)
-    reference = _main(CASES[case](torch.ones_like))
+    reference = _main(CASES[case](unmasked))
     assert masked.shape == reference.shape and torch.isfinite(masked).all()
     torch.testing.assert_close(masked[0], reference[0], atol=1e-6, rtol=1e-6)
     assert not torch.allclose(masked[1], reference[1], atol=1e-4, rtol=1e-4)
+
+    x, ids = _with_garbage(case)
+    monkeypatch.setattr(sys.modules[__name__], "_x", x)
+    monkeypatch.setattr(sys.modules[__name__], "_ids", ids)
+    torch.manual_seed(0)
+    garbled = _main(CASES[case](lambda mask: mask))
+    kept = slice(None)  # an output per position (B, S, ...): only the kept positions' are defined
+    if masked.dim() > 2 and masked.shape[1] == S:
+        kept = slice(S - 2, S) if case in LEFT_PADDED else slice(0, 2)
+    assert torch.isfinite(garbled[1, kept]).all()
+    torch.testing.assert_close(garbled[1, kept], masked[1, kept], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("wrong", WRONG)
