@@ -72,7 +72,7 @@ format: $(STAMP)
 PYTEST := PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PY) -m pytest -p xdist.plugin -p _hypothesis_pytestplugin
 
 test: lint
-	$(PYTEST) -q -n 2 -m "not slow" --durations=15
+	$(PYTEST) -q -n 2 --dist loadgroup -m "not slow"
 
 # The learning tests through the real CLI (each translation model learns the reverse task).
 test-slow: $(STAMP)

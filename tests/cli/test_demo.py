@@ -1,18 +1,12 @@
 """``qkv demo`` through the real command line: every learnable score must actually learn."""
 
 import re
-import subprocess
-import sys
 
-
-def _qkv(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "qkv", *args], capture_output=True, text=True, timeout=300
-    )
+from tests.commands import qkv, qkv_process
 
 
 def test_demo_alignments_are_learned():
-    result = _qkv("demo", "--no-speed")
+    result = qkv_process("demo", "--no-speed")
     assert result.returncode == 0, result.stderr
     accuracy = {
         name: float(value)
@@ -25,14 +19,14 @@ def test_demo_alignments_are_learned():
 
 
 def test_unknown_command_exits_2_without_traceback():
-    result = _qkv("no-such-command")
+    result = qkv_process("no-such-command")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "invalid choice" in result.stderr
 
 
 def test_no_command_prints_help_and_exits_2():
-    result = _qkv()
+    result = qkv()
     assert result.returncode == 2
     assert "demo" in result.stderr
 
