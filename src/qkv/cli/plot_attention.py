@@ -11,6 +11,9 @@ from pathlib import Path
 # plot of 2,000 words asked for gigabytes), and past these labels can no longer be read.
 PLOT_MAX_TOKENS = 150
 HEADS_MAX_TOKENS = 64  # --heads draws one panel per head
+# qkv.viz.figure_file.FORMATS (a test keeps them equal), not imported: building the parser of
+# every command (`qkv train` too) would then import qkv.viz.
+FORMATS = ("png", "svg", "pdf")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +34,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "text", help="the sentence to translate or encode, or the image file of a vision model"
     )
-    parser.add_argument("-o", "--output", required=True, help="image file (.png, .svg or .pdf)")
+    parser.add_argument(
+        "-o", "--output", required=True,
+        help="image file (.png, .svg or .pdf), or - for standard output (PNG unless --format)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--format", choices=FORMATS, default=None,
+        help="the file's format (default: -o's suffix); for -o -, or a name without a suffix",
+    )  # fmt: skip
     parser.add_argument("--layer", type=int, default=None, help="layer (default: last)")
     parser.add_argument("--heads", action="store_true", help="one panel per head")
     parser.add_argument(
@@ -71,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from qkv.io import check_output_file
     from qkv.tasks.run_dir import model_task
     from qkv.tasks.spec import ImageView, ViewOptions
+    from qkv.viz.figure_file import figure_format
 
     spec = model_task(args.model)
     given = {"beam": args.beam is not None, "layer": args.layer is not None,
@@ -78,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     spec.check_options("plot-attention", [k for k, v in given.items() if v], "view")
     if spec.input == "text":
         _check_words(args)
+    args.format = figure_format(args.output, args.format)  # refused before the model loads
     check_output_file(args.output)
     runner = spec.load(args.model)
     item = runner.read_image(args.text) if spec.input == "image" else args.text
@@ -122,10 +134,12 @@ def _plot_tokens(args: argparse.Namespace, view) -> Path:
     _check_tokens(args, view.keys, view.queries)
     title = f"layer {layer}: {args.text}"
     if args.heads:
-        return plot_heads(weights, view.keys, view.queries, args.output, title=title)
+        return plot_heads(
+            weights, view.keys, view.queries, args.output, title=title, format=args.format
+        )
     return plot_alignment(
         weights.mean(0), view.keys, view.queries, args.output, title=title,
-        axis_labels=view.axis_labels,
+        axis_labels=view.axis_labels, format=args.format,
     )  # fmt: skip
 
 
@@ -152,4 +166,4 @@ def _plot_image(args: argparse.Namespace, view, title: str) -> Path:
         raise ValueError(f"{args.text}: the model's output has no attention to plot")
     grids = torch.stack([grid for _, grid in maps])
     return plot_image_attention(view.image, grids, [label for label, _ in maps], args.output,
-                                title=title)  # fmt: skip
+                                title=title, format=args.format)  # fmt: skip

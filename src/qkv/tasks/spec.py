@@ -22,11 +22,14 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from torch import Tensor
 
 from qkv.training.config import TASK_SETTINGS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # The options of `qkv evaluate` and `qkv plot-attention` that only some tasks take (every task
 # takes --split, --limit and --no-save; every task draws its first view).
@@ -74,8 +77,30 @@ class Report:
     complete: bool = True
 
 
+class _Drawn:
+    """What a view saves: its :meth:`figure` (``layer`` / ``head``, see there) to a file."""
+
+    def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
+        raise NotImplementedError
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        layer: int | None = None,
+        head: int | None = None,
+        format: str | None = None,
+    ) -> Path:
+        """Draw :meth:`figure` to ``path`` as PNG, SVG or PDF by its suffix (or ``format``,
+        for ``-``: standard output), whole or not at all; the format is checked first."""
+        from qkv.viz.figure_file import figure_format, save_figure
+
+        kind = figure_format(path, format)
+        return save_figure(self.figure(layer=layer, head=head), path, format=kind)
+
+
 @dataclass(frozen=True)
-class TokenView:
+class TokenView(_Drawn):
     """Token-to-token attention: one ``(H, Tq, Tk)`` tensor per layer; ``self_attention`` when
     queries and keys are one sequence; ``axes``: the plot's (keys, queries) axis names
     (default: key and query for self-attention, source and target otherwise)."""
@@ -105,6 +130,15 @@ class TokenView:
             return self.axes
         return ("key", "query") if self.self_attention else ("source", "target")
 
+    def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
+        """The heatmap of ``layer`` (default: the last; negative: from the end) and ``head``
+        (default: the mean of the heads), titled with :attr:`title`, the layer and the head,
+        its axes named by :attr:`axis_labels`, with a colour bar."""
+        from qkv.viz.attention_views import token_view_figure
+
+        return token_view_figure(self.layers, self.keys, self.queries, name=self.title,
+                                 axis_labels=self.axis_labels, layer=layer, head=head)  # fmt: skip
+
 
 def encoder_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
     """An encoder's self-attention over ``tokens`` as one view (none for an encoder without
@@ -127,7 +161,7 @@ class MapGroup:
 
 
 @dataclass(frozen=True)
-class ImageView:
+class ImageView(_Drawn):
     """Attention over an image ``uint8 (C, H, W)``: groups of maps that each cover the whole
     image in equal cells. ``layered``: group 0 sums the model up (a ViT's rollout) and group
     ``1 + l`` is layer ``l``, its head mean first and then each head."""
@@ -141,6 +175,16 @@ class ImageView:
     @property
     def layers(self) -> int:
         return len(self.groups) - 1 if self.layered else 0
+
+    def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
+        """The image and, for a layered view, the map of ``layer`` (default: the last) and
+        ``head`` (default: the head mean); otherwise every map (``layer`` and ``head`` are
+        refused: there are none to choose)."""
+        from qkv.viz.attention_views import image_view_figure
+
+        groups = [(group.name, group.maps) for group in self.groups]
+        return image_view_figure(self.image, groups, name=self.title, layered=self.layered,
+                                 layer=layer, head=head)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -160,6 +204,40 @@ class Seen:
     @property
     def summary(self) -> str:
         return str(self.output["summary"])
+
+    def view(self, view: int | str = 0) -> TokenView | ImageView:
+        """The view at index ``view`` or with id ``view``; anything else is refused, naming
+        the views there are."""
+        ids = [v.id for v in self.views]
+        if isinstance(view, str) and view in ids:
+            return self.views[ids.index(view)]
+        if isinstance(view, int) and not isinstance(view, bool) and -len(ids) <= view < len(ids):
+            return self.views[view]
+        raise ValueError(
+            f"no view {view!r} of {self.subject}: pass an index below {len(ids)} or one of {ids}"
+            if ids
+            else f"{self.subject} has no attention views"
+        )
+
+    def figure(
+        self, *, view: int | str = 0, layer: int | None = None, head: int | None = None
+    ) -> Figure:
+        """:meth:`TokenView.figure` or :meth:`ImageView.figure` of :meth:`view`."""
+        return self.view(view).figure(layer=layer, head=head)
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        view: int | str = 0,
+        layer: int | None = None,
+        head: int | None = None,
+        format: str | None = None,
+    ) -> Path:
+        """Draw :meth:`view` (the first by default) to ``path`` (.png, .svg or .pdf, or
+        ``format`` for ``-``): one layer (default: the last), one head or the mean of the
+        heads (default), titled with the view, the layer and the head. Returns ``path``."""
+        return self.view(view).save(path, layer=layer, head=head, format=format)
 
 
 class Runner(Protocol):

@@ -3,28 +3,14 @@ Figure 2)."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qkv.io import atomic_write
+from qkv.viz.figure_file import save_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-
-def _write(figure: Figure, path: str | Path) -> Path:
-    """Save ``figure`` to ``path`` (its suffix names the format), whole or not at all."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    figure.savefig(
-        buffer, format=Path(path).suffix.lstrip(".") or "png", bbox_inches="tight", dpi=120
-    )
-    atomic_write(path, lambda f: f.write(buffer.getvalue()))
-    return Path(path)
 
 
 def plot_bleu_by_length(
@@ -34,7 +20,7 @@ def plot_bleu_by_length(
     title: str = "BLEU by source sentence length",
 ) -> Path:
     """``series``: model name -> ``[(bucket label, BLEU), ...]`` in bucket order."""
-    return _write(bleu_by_length_figure(series, title=title), path)
+    return save_figure(bleu_by_length_figure(series, title=title), path)
 
 
 def bleu_by_length_figure(
@@ -66,7 +52,7 @@ def bleu_by_length_figure(
 def plot_training_curves(metrics_csv: str | Path, path: str | Path, *, title: str = "") -> Path:
     """Training and validation loss against the step, with validation BLEU on a second axis
     when the run recorded it, from a run's ``metrics.csv``."""
-    return _write(training_curves_figure(metrics_csv, title=title), path)
+    return save_figure(training_curves_figure(metrics_csv, title=title), path)
 
 
 def training_curves_figure(metrics_csv: str | Path, *, title: str = "") -> Figure:

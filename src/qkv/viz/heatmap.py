@@ -7,7 +7,6 @@ Agg canvas), so importing qkv never touches matplotlib's global backend.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from torch import Tensor
 
-from qkv.io import atomic_write
+from qkv.viz.figure_file import save_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -29,18 +28,10 @@ def _check(weights: Tensor, rows: Sequence[str], columns: Sequence[str]) -> None
         )
 
 
-def _save(figure, path: str | Path) -> Path:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    path = Path(path)
-    suffix = path.suffix.lower().lstrip(".") or "png"
-    if suffix not in ("png", "svg", "pdf"):
-        raise ValueError(f"cannot write {path}: the file must end in .png, .svg or .pdf")
-    FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=suffix, bbox_inches="tight", dpi=120)
-    atomic_write(path, lambda f: f.write(buffer.getvalue()))
-    return path
+def tick_font_size(count: int) -> float:
+    """Points for the tick labels of an axis of ``count`` tokens: 9 for a short sentence,
+    smaller as the axis grows, never under 5 (the figure grows 0.35 inch a token)."""
+    return max(5.0, min(9.0, 9.0 - (count - 10) / 20))
 
 
 def _draw(axes, weights: Tensor, rows: Sequence[str], columns: Sequence[str], title: str | None):
@@ -52,8 +43,13 @@ def _draw(axes, weights: Tensor, rows: Sequence[str], columns: Sequence[str], ti
         aspect="auto",
         interpolation="nearest",
     )
-    axes.set_xticks(range(len(columns)), labels=list(columns), rotation=90, fontsize=8)
-    axes.set_yticks(range(len(rows)), labels=list(rows), fontsize=8)
+    axes.set_xticks(
+        range(len(columns)),
+        labels=list(columns),
+        rotation=90,
+        fontsize=tick_font_size(len(columns)),
+    )
+    axes.set_yticks(range(len(rows)), labels=list(rows), fontsize=tick_font_size(len(rows)))
     axes.xaxis.tick_top()
     if title:
         axes.set_title(title, fontsize=9, pad=8)
@@ -92,13 +88,15 @@ def plot_alignment(
     *,
     title: str | None = None,
     axis_labels: tuple[str, str] = ("source", "target"),
+    format: str | None = None,
 ) -> Path:
-    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf); ``axis_labels``
-    names the columns and rows (``("key", "query")`` for self-attention)."""
+    """Draw one ``(T, S)`` alignment matrix to ``path`` (.png, .svg or .pdf, or ``format``:
+    :func:`~qkv.viz.figure_file.save_figure`); ``axis_labels`` names the columns and rows
+    (``("key", "query")`` for self-attention)."""
     figure = alignment_figure(
         weights, source_tokens, target_tokens, title=title, axis_labels=axis_labels
     )
-    return _save(figure, path)
+    return save_figure(figure, path, format=format)
 
 
 def heads_figure(
@@ -136,6 +134,9 @@ def plot_heads(
     path: str | Path,
     *,
     title: str | None = None,
+    format: str | None = None,
 ) -> Path:
-    """Draw ``(H, T, S)`` per-head weights as a grid of heatmaps, one per head."""
-    return _save(heads_figure(weights, source_tokens, target_tokens, title=title), path)
+    """Draw ``(H, T, S)`` per-head weights as a grid of heatmaps, one per head (the file's
+    format as :func:`plot_alignment`'s)."""
+    figure = heads_figure(weights, source_tokens, target_tokens, title=title)
+    return save_figure(figure, path, format=format)

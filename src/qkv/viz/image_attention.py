@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from qkv.io import atomic_write
-from qkv.viz.heatmap import _save
+from qkv.viz.figure_file import save_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -61,10 +61,12 @@ def image_attention_figure(
     title: str | None = None,
     show_image: bool = True,
     alpha: float = 0.55,
+    colorbar: bool = False,
 ) -> Figure:
     """The figure :func:`plot_image_attention` saves: the plain image first (``show_image``),
     then one panel per map (``maps``: ``(N, gh, gw)``) laid over the image, titled with its
-    title and the map's maximum, in order."""
+    title and the map's maximum, in order; ``colorbar``: a colour bar beside the map panels
+    (each map is scaled to its own maximum, so it reads as a fraction of it)."""
     from matplotlib.figure import Figure
 
     picture = _grey(image)
@@ -89,6 +91,7 @@ def image_attention_figure(
         axes.axis("off")
     cmap = "gray" if picture.dim() == 2 else None
     cells = iter(grid.flat)
+    overlays = []
     if show_image:
         axes = next(cells)
         axes.imshow(picture.numpy(), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
@@ -98,7 +101,8 @@ def image_attention_figure(
         overlay = upsample_map(weights, height, width)
         peak = float(overlay.max())
         axes.imshow(picture.numpy(), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
-        axes.imshow(
+        overlays.append(axes)
+        shown = axes.imshow(
             (overlay / max(peak, 1e-12)).numpy(),
             cmap="inferno",
             vmin=0.0,
@@ -107,6 +111,9 @@ def image_attention_figure(
             interpolation="nearest",
         )
         axes.set_title(f"{name} (max {peak:.2f})", fontsize=8)
+    if colorbar and overlays:
+        bar = figure.colorbar(shown, ax=overlays, shrink=0.8)
+        bar.set_label("weight / the panel's maximum", fontsize=8)
     if title:
         figure.suptitle(title, fontsize=10)
     return figure
@@ -122,6 +129,7 @@ def plot_image_attention(
     title: str | None = None,
     show_image: bool = True,
     alpha: float = 0.55,
+    format: str | None = None,
 ) -> Path:
     """Write one panel per map (``maps``: ``(N, gh, gw)``), each over ``image``, to ``path``
     (.png, .svg or .pdf, written whole or not at all).
@@ -131,11 +139,13 @@ def plot_image_attention(
         columns: panels per row; default: one column for images more than twice as wide as
             high (caption strips, read top to bottom), else a near-square grid.
         show_image: put the plain image first.
+        format: ``png``, ``svg`` or ``pdf`` where ``path`` has no suffix (``-``: standard
+            output); default: the suffix's (:func:`~qkv.viz.figure_file.figure_format`).
     """
     figure = image_attention_figure(
         image, maps, titles, columns=columns, title=title, show_image=show_image, alpha=alpha
     )
-    return _save(figure, path)
+    return save_figure(figure, path, format=format)
 
 
 def save_image(image: Tensor, path: str | Path) -> Path:

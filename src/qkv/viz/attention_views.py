@@ -1,0 +1,115 @@
+"""One attention view of a model's output as a figure fit to print: one layer, one head or the
+mean of its heads, under a title that says which ("cross-attention, layer 2, head 3" or
+"..., layer 2, mean of 4 heads").
+
+Token views (``(H, Tq, Tk)`` per layer) are drawn by :func:`~qkv.viz.heatmap.alignment_figure`
+(queries down the rows, keys along the top, a colour bar); image views by
+:func:`~qkv.viz.image_attention.image_attention_figure`. The task layer's
+:class:`~qkv.tasks.spec.TokenView` / :class:`~qkv.tasks.spec.ImageView` pass their tensors and
+names here (``view.figure()``, ``seen.save(path)``); this module knows no task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from qkv.viz.heatmap import alignment_figure
+from qkv.viz.image_attention import image_attention_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# A view's groups of image maps, as ``(group name, [(label, (gh, gw) grid), ...])``.
+MapGroups = Sequence[tuple[str, Sequence[tuple[str, Tensor]]]]
+
+
+def pick(index: int | None, count: int, what: str, name: str) -> int:
+    """``index`` (``None``: the last; negative: from the end) as an index into ``count``
+    layers or heads; out of range is refused, naming the range."""
+    if index is None:
+        index = -1
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"{what} must be an int or None, got {index!r}")
+    if not -count <= index < count:
+        raise ValueError(
+            f"{what} {index} is out of range: {name} has {count} {what}s; pass 0 to "
+            f"{count - 1} (or -{count} to -1 from the last), or None"
+        )
+    return index % count
+
+
+def where(layer: int, heads: int, head: int | None) -> str:
+    """``"layer 2, head 3"``, or ``"layer 2, mean of 4 heads"`` for ``head=None``."""
+    if head is not None:
+        return f"layer {layer}, head {head}"
+    return f"layer {layer}, " + (f"mean of {heads} heads" if heads > 1 else "its one head")
+
+
+def token_view_figure(
+    layers: Sequence[Tensor],
+    keys: Sequence[str],
+    queries: Sequence[str],
+    *,
+    name: str,
+    axis_labels: tuple[str, str],
+    layer: int | None = None,
+    head: int | None = None,
+) -> Figure:
+    """One layer's ``(Tq, Tk)`` weights (``layers``: one ``(H, Tq, Tk)`` per layer; ``layer``
+    default the last; ``head`` default the mean over heads), titled ``"{name}, {where}"``,
+    ``axis_labels`` naming the keys and the queries."""
+    if not layers:
+        raise ValueError(f"{name} has no attention layers to draw")
+    index = pick(layer, len(layers), "layer", name)
+    weights = layers[index]  # (H, Tq, Tk)
+    heads = weights.size(0)
+    chosen = None if head is None else pick(head, heads, "head", f"{name}, layer {index},")
+    matrix = weights.mean(0) if chosen is None else weights[chosen]  # (Tq, Tk)
+    return alignment_figure(
+        matrix,
+        keys,
+        queries,
+        title=f"{name}, {where(index, heads, chosen)}",
+        axis_labels=axis_labels,
+    )
+
+
+def image_view_figure(
+    image: Tensor,
+    groups: MapGroups,
+    *,
+    name: str,
+    layered: bool,
+    layer: int | None = None,
+    head: int | None = None,
+) -> Figure:
+    """The image and its attention. ``layered`` (a ViT's: group 0 the rollout, group ``1 + l``
+    layer ``l``'s head mean then each head): one map, of ``layer`` (default the last) and
+    ``head`` (default the head mean). Otherwise (a caption's words) every map, and ``layer`` /
+    ``head`` are refused: such a view has neither."""
+    if layered:
+        index = pick(layer, len(groups) - 1, "layer", name)
+        maps = groups[1 + index][1]  # [("head mean", grid), ("head 0", grid), ...]
+        heads = len(maps) - 1
+        chosen = None if head is None else pick(head, heads, "head", f"{name}, layer {index},")
+        grid = maps[0 if chosen is None else 1 + chosen][1]  # (gh, gw)
+        label = where(index, heads, chosen)
+        return image_attention_figure(
+            image, grid[None], [label], title=f"{name}, {label}", colorbar=True
+        )
+    if layer is not None or head is not None:
+        raise ValueError(
+            f"{name} has no layers or heads to choose (one map per item); pass layer=None "
+            "and head=None"
+        )
+    pairs = [pair for _, maps in groups for pair in maps]
+    if not pairs:
+        raise ValueError(f"{name} has no attention maps to draw")
+    grids = torch.stack([grid for _, grid in pairs])  # (N, gh, gw)
+    return image_attention_figure(
+        image, grids, [label for label, _ in pairs], title=name, colorbar=True
+    )
