@@ -11,7 +11,9 @@ The public face, each name imported on first use so that ``import qkv`` stays fa
     out = qkv.attend(q, k, v, keep=qkv.padding_mask(lengths, k.shape[-2]))
 
 ``qkv.train`` and ``qkv.load`` work for every registered task (:mod:`qkv.tasks.registry`); the
-attention core's main names (:mod:`qkv.attention`) are here too.
+attention core's main names (:mod:`qkv.attention`) are here too. In a notebook, what a runner's
+``views`` returns displays itself inline, and ``qkv.show_attention(weights, tokens)`` shows any
+model's attention weights the same way (:mod:`qkv.tasks.raw_attention`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # the names below, for type checkers and editors only
         from_key_padding,
         padding_mask,
     )
+    from qkv.tasks.raw_attention import show_attention
 
 __version__ = "0.1.0"
 
@@ -55,7 +58,7 @@ _ATTENTION = (
     "padding_mask",
 )
 
-__all__ = ["__version__", "load", "train", *_ATTENTION]
+__all__ = ["__version__", "load", "show_attention", "train", *_ATTENTION]
 
 
 def load(model_dir: str | Path, **options: Any) -> Any:
@@ -100,4 +103,7 @@ def train(
     return run_training(run, progress=progress, overwrite=overwrite).model_dir
 
 
-__getattr__, __dir__ = lazy_exports(globals(), dict.fromkeys(_ATTENTION, "qkv.attention"))
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {**dict.fromkeys(_ATTENTION, "qkv.attention"), "show_attention": "qkv.tasks.raw_attention"},
+)

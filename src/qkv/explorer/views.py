@@ -6,19 +6,9 @@ The result of :func:`explore` is a dict::
     {"model": NAME, "kind": TASK, "input": {...}, "output": {"summary": str, ...},
      "views": [VIEW, ...]}
 
-and each view one of two types:
+with each view as :mod:`qkv.viz.view_json` describes (``"tokens"`` or ``"image"``).
 
-- ``"tokens"``: token-to-token attention, ``{"type": "tokens", "id", "title", "self": bool,
-  "queries": [Tq labels], "keys": [Tk labels], "layers": L x H x Tq x Tk weights}``. ``self`` is
-  true when queries and keys are the same sequence (encoder, decoder, language model), false for
-  a translation's cross-attention (target rows, source columns).
-- ``"image"``: attention over an image, ``{"type": "image", "id", "title", "image": "data:
-  image/png;base64,...", "width", "height", "groups": [{"name", "maps": [{"label", "grid":
-  gh x gw weights}]}]}``; every grid covers the whole image in equal cells (a ViT's patches, a
-  captioner's regions).
-
-Weights are rounded to :data:`DIGITS` decimals (a page does not need more, and the JSON stays
-small). What each task shows is its runner's ``views`` (:mod:`qkv.tasks.spec`): translation
+What each task shows is its runner's ``views`` (:mod:`qkv.tasks.spec`): translation
 (cross-attention, and the encoder's and decoder's self-attention for Transformers), language
 models (generate, then the causal self-attention over prompt and continuation), classification
 and tagging (encoder self-attention), Vision Transformers ([CLS] maps per layer and head,
@@ -27,19 +17,14 @@ rollout) and captioners (each word's map over the strip).
 
 from __future__ import annotations
 
-import base64
-import io
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from torch import Tensor
-
 from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
 from qkv.tasks.spec import Seen, TaskSpec, TokenView
-
-DIGITS = 4  # decimals kept of each attention weight
+from qkv.viz.view_json import DIGITS as DIGITS  # the API's rounding, which its tests read
+from qkv.viz.view_json import token_view as token_view
+from qkv.viz.view_json import views_json
 
 
 @dataclass(frozen=True)
@@ -71,76 +56,6 @@ class Limits:
 
 class InputError(ValueError):
     """The request's input does not suit the model or the limits (the API answers 422)."""
-
-
-def _rounded(weights: Tensor) -> list:
-    # In float64: rounded in float32, 0.003 would be written 0.003000000026077032.
-    return weights.detach().double().cpu().round(decimals=DIGITS).tolist()
-
-
-def token_view(
-    view_id: str,
-    title: str,
-    queries: Sequence[str],
-    keys: Sequence[str],
-    layers: Sequence[Tensor],
-    *,
-    self_attention: bool,
-) -> dict[str, Any]:
-    """A ``"tokens"`` view of ``layers``, one ``(H, Tq, Tk)`` tensor per layer."""
-    for index, weights in enumerate(layers):
-        if weights.dim() != 3 or tuple(weights.shape[1:]) != (len(queries), len(keys)):
-            raise ValueError(
-                f"layer {index} of {view_id!r} has shape {tuple(weights.shape)}, expected "
-                f"(H, {len(queries)}, {len(keys)})"
-            )
-    return {
-        "type": "tokens",
-        "id": view_id,
-        "title": title,
-        "self": self_attention,
-        "queries": list(queries),
-        "keys": list(keys),
-        "layers": [_rounded(w) for w in layers],
-    }
-
-
-def png_data_url(image: Tensor) -> str:
-    """A ``uint8`` ``(C, H, W)`` image (C = 1 or 3) as a ``data:image/png;base64,`` URL."""
-    from PIL import Image
-
-    pixels = image.detach().cpu()
-    if pixels.dtype != torch.uint8:
-        pixels = (pixels.float().clamp(0, 1) * 255).round().to(torch.uint8)
-    array = pixels[0].numpy() if pixels.size(0) == 1 else pixels.permute(1, 2, 0).numpy()
-    buffer = io.BytesIO()
-    Image.fromarray(array, mode="L" if pixels.size(0) == 1 else "RGB").save(buffer, "PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def image_view(
-    view_id: str,
-    title: str,
-    image: Tensor,
-    groups: Sequence[tuple[str, Sequence[tuple[str, Tensor]]]],
-) -> dict[str, Any]:
-    """An ``"image"`` view: ``image`` ``(C, H, W)`` and named groups of ``(label, (gh, gw))``
-    maps."""
-    return {
-        "type": "image",
-        "id": view_id,
-        "title": title,
-        "image": png_data_url(image),
-        "width": int(image.size(-1)),
-        "height": int(image.size(-2)),
-        "groups": [
-            {
-                "name": name,
-                "maps": [{"label": label, "grid": _rounded(grid)} for label, grid in maps],
-            }
-            for name, maps in groups
-        ],
-    }
 
 
 def _check_tokens(count: int, limits: Limits, what: str) -> None:
@@ -205,10 +120,4 @@ def seen_json(seen: Seen, limits: Limits) -> dict[str, Any]:
         default=0,
     )
     _check_tokens(longest, limits, seen.subject)
-    views = [
-        token_view(v.id, v.title, v.queries, v.keys, v.layers, self_attention=v.self_attention)
-        if isinstance(v, TokenView)
-        else image_view(v.id, v.title, v.image, [(g.name, g.maps) for g in v.groups])
-        for v in seen.views
-    ]
-    return {"output": seen.output, "views": views}
+    return {"output": seen.output, "views": views_json(seen.views)}

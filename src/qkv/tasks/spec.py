@@ -239,6 +239,33 @@ class Seen:
         heads (default), titled with the view, the layer and the head. Returns ``path``."""
         return self.view(view).save(path, layer=layer, head=head, format=format)
 
+    def html(self) -> str:
+        """The output and every view as one self-contained notebook display: the explorer's
+        page in a sandboxed frame, loading nothing from the network (:mod:`qkv.viz.notebook`)."""
+        from qkv.viz.notebook import inline_html
+        from qkv.viz.view_json import views_json
+
+        result = {"output": self.output, "views": views_json(self.views)}
+        return inline_html(result, title=f"qkv attention: {self.summary}")
+
+    def _repr_html_(self) -> str:  # Jupyter, JupyterLab and VS Code show this inline
+        return self.html()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """The inline display, with a line of text for front ends that show no HTML."""
+        return {"text/html": self.html(), "text/plain": self.describe()}
+
+    def describe(self) -> str:
+        """One line: the summary and each view's id, kind and size."""
+        views = [
+            f"{v.id} ({len(v.layers)} layers x {v.layers[0].size(0) if v.layers else 0} heads, "
+            f"{len(v.queries)} x {len(v.keys)})"
+            if isinstance(v, TokenView)
+            else f"{v.id} (image, {len(v.groups)} groups)"
+            for v in self.views
+        ]
+        return f"Seen({self.summary!r}; views: {', '.join(views) or 'none'})"
+
 
 class Runner(Protocol):
     """A trained model directory, loaded: what ``qkv evaluate``, ``qkv plot-attention`` and the

@@ -6,8 +6,12 @@
 // Every text from the data is inserted with textContent or setAttribute, never as HTML, and the
 // page loads nothing: no fonts, no images but the data: URLs of the result itself.
 //
+// With data.inline (a notebook's display, qkv/viz/notebook.py) a static page shows the result
+// alone and posts its height to the notebook that holds it: {qkvHeight: pixels}.
+//
 // Hooks for tests (stable ids, classes and data attributes):
 //   #app[data-mode="served"|"static"][data-state="ready"|"running"|"done"|"error"]
+//       [data-inline="true"] in a notebook's display.
 //       data-result-model: the model whose result is shown.
 //   #model-select, #text-input, #image-input, #new-tokens, #run-button, #char-count,
 //   #image-preview: the run controls (served mode only; absent from an exported page).
@@ -645,7 +649,8 @@
     const output = result.output || {};
     const parts = [el("div", { class: "output-head" },
       el("h2", { text: "output" }),
-      el("span", { class: "badge", text: `${result.model} · ${modelLabel(result.model, result.kind)}` }))];
+      result.model ? el("span", { class: "badge",
+        text: `${result.model} · ${modelLabel(result.model, result.kind)}` }) : null)];
     const input = result.input || {};
     if (typeof input.text === "string") {
       parts.push(el("p", { class: "input-echo" }, el("span", { class: "muted", text: "input " }),
@@ -724,6 +729,17 @@
       el("span", { class: "brand" }, el("span", { class: "logo", text: "qkv" }),
         el("span", { class: "title", text: "attention explorer" })),
       el("span", { class: "mode-note", text: note }));
+  }
+
+  // A notebook's display (data.inline): the result alone, no header, and the page's height
+  // posted to the notebook (which sizes the frame) whenever it changes.
+  function inlinePage() {
+    app.dataset.inline = "true";
+    app.append(el("div", { class: "layout" }, outputBox, viewsBox));
+    renderResult(data.result || {});
+    const post = () => parent.postMessage({ qkvHeight: document.body.scrollHeight }, "*");
+    post();  // now, and on each change (a frame out of view is laid out when it is seen)
+    new ResizeObserver(post).observe(document.body);
   }
 
   function staticPage() {
@@ -885,7 +901,8 @@
 
   app.dataset.mode = data.mode;
   try {
-    if (data.mode === "static") staticPage();
+    if (data.mode === "static" && data.inline) inlinePage();
+    else if (data.mode === "static") staticPage();
     else servedPage();
   } catch (error) {
     app.append(el("p", { id: "error", role: "alert", text: `the page failed: ${error.message}` }));

@@ -1,0 +1,128 @@
+"""Attention views as plain JSON-ready values: what the attention page draws (the explorer's
+answer, an exported page's data, a notebook's display).
+
+Two types of view:
+
+- ``"tokens"``: token-to-token attention, ``{"type": "tokens", "id", "title", "self": bool,
+  "queries": [Tq labels], "keys": [Tk labels], "layers": L x H x Tq x Tk weights}``. ``self`` is
+  true when queries and keys are the same sequence (encoder, decoder, language model), false for
+  a translation's cross-attention (target rows, source columns).
+- ``"image"``: attention over an image, ``{"type": "image", "id", "title", "image": "data:
+  image/png;base64,...", "width", "height", "groups": [{"name", "maps": [{"label", "grid":
+  gh x gw weights}]}]}``; every grid covers the whole image in equal cells (a ViT's patches, a
+  captioner's regions).
+
+Weights are rounded to :data:`DIGITS` decimals (a page does not need more, and the JSON stays
+small). :func:`views_json` takes the task layer's ``TokenView`` / ``ImageView`` by their fields
+(this layer is below the tasks and does not import them).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+DIGITS = 4  # decimals kept of each attention weight
+
+
+def rounded(weights: Tensor) -> list:
+    """``weights`` as nested lists, rounded to :data:`DIGITS` decimals."""
+    # In float64: rounded in float32, 0.003 would be written 0.003000000026077032.
+    return weights.detach().double().cpu().round(decimals=DIGITS).tolist()
+
+
+def token_view(
+    view_id: str,
+    title: str,
+    queries: Sequence[str],
+    keys: Sequence[str],
+    layers: Sequence[Tensor],
+    *,
+    self_attention: bool,
+) -> dict[str, Any]:
+    """A ``"tokens"`` view of ``layers``, one ``(H, Tq, Tk)`` tensor per layer."""
+    for index, weights in enumerate(layers):
+        if weights.dim() != 3 or tuple(weights.shape[1:]) != (len(queries), len(keys)):
+            raise ValueError(
+                f"layer {index} of {view_id!r} has shape {tuple(weights.shape)}, expected "
+                f"(H, {len(queries)}, {len(keys)})"
+            )
+    return {
+        "type": "tokens",
+        "id": view_id,
+        "title": title,
+        "self": self_attention,
+        "queries": list(queries),
+        "keys": list(keys),
+        "layers": [rounded(w) for w in layers],
+    }
+
+
+def png_data_url(image: Tensor) -> str:
+    """A ``uint8`` ``(C, H, W)`` image (C = 1 or 3) as a ``data:image/png;base64,`` URL."""
+    from PIL import Image
+
+    pixels = image.detach().cpu()
+    if pixels.dtype != torch.uint8:
+        pixels = (pixels.float().clamp(0, 1) * 255).round().to(torch.uint8)
+    array = pixels[0].numpy() if pixels.size(0) == 1 else pixels.permute(1, 2, 0).numpy()
+    buffer = io.BytesIO()
+    Image.fromarray(array, mode="L" if pixels.size(0) == 1 else "RGB").save(buffer, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def image_view(
+    view_id: str,
+    title: str,
+    image: Tensor,
+    groups: Sequence[tuple[str, Sequence[tuple[str, Tensor]]]],
+) -> dict[str, Any]:
+    """An ``"image"`` view: ``image`` ``(C, H, W)`` and named groups of ``(label, (gh, gw))``
+    maps."""
+    return {
+        "type": "image",
+        "id": view_id,
+        "title": title,
+        "image": png_data_url(image),
+        "width": int(image.size(-1)),
+        "height": int(image.size(-2)),
+        "groups": [
+            {
+                "name": name,
+                "maps": [{"label": label, "grid": rounded(grid)} for label, grid in maps],
+            }
+            for name, maps in groups
+        ],
+    }
+
+
+def views_json(views: Iterable[Any]) -> list[dict[str, Any]]:
+    """Each view as JSON: one with ``queries`` (a ``TokenView``: ``id``, ``title``, ``queries``,
+    ``keys``, ``layers``, ``self_attention``) as ``"tokens"``, one with ``groups`` (an
+    ``ImageView``: ``id``, ``title``, ``image``, ``groups`` of ``name`` and ``maps``) as
+    ``"image"``.
+
+    Raises:
+        TypeError: a view that is neither.
+    """
+    out = []
+    for v in views:
+        if hasattr(v, "queries"):
+            out.append(
+                token_view(
+                    v.id, v.title, v.queries, v.keys, v.layers, self_attention=v.self_attention
+                )
+            )
+        elif hasattr(v, "groups"):
+            out.append(image_view(v.id, v.title, v.image, [(g.name, g.maps) for g in v.groups]))
+        else:
+            raise TypeError(
+                f"a view must be a TokenView or an ImageView (qkv.tasks.spec), got "
+                f"{type(v).__name__}"
+            )
+    return out
