@@ -6,6 +6,7 @@ Mask convention (the only one in qkv): boolean, ``True`` = may attend, broadcast
 
 from qkv.attention.alibi import alibi_bias, alibi_slopes
 from qkv.attention.core import AttentionOutput, attend, masked_softmax
+from qkv.attention.flow import attention_flow
 from qkv.attention.hard import HardAttention, HardAttentionOutput
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import (
@@ -35,6 +36,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "attend",
+    "attention_flow",
     "attention_rollout",
     "causal_mask",
     "combine_masks",
