@@ -16,6 +16,7 @@ from qkv.attention.masks import (
     padding_mask,
 )
 from qkv.attention.multihead import MultiHeadAttention
+from qkv.attention.neuron import NeuronView, neuron_view
 from qkv.attention.rollout import attention_rollout
 from qkv.attention.rotary import RotaryEmbedding
 from qkv.attention.scores import Additive, Dot, General, Location, ScaledDot, Score
@@ -30,6 +31,7 @@ __all__ = [
     "KVCache",
     "Location",
     "MultiHeadAttention",
+    "NeuronView",
     "RotaryEmbedding",
     "ScaledDot",
     "Score",
@@ -42,5 +44,6 @@ __all__ = [
     "combine_masks",
     "from_key_padding",
     "masked_softmax",
+    "neuron_view",
     "padding_mask",
 ]
