@@ -58,3 +58,5 @@ def test_bad_inputs_are_named():
         attention_rollout(_random_layers(1), head_fusion="sum")
     with pytest.raises(ValueError, match=r"residual must be in \[0, 1\], got 2"):
         attention_rollout(_random_layers(1), residual=2)
+    with pytest.raises(ValueError, match=r"layer 0 weights have dtype torch.int64"):
+        attention_rollout([torch.ones(2, 5, 5, dtype=torch.long)])

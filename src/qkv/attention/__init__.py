@@ -6,6 +6,7 @@ Mask convention (the only one in qkv): boolean, ``True`` = may attend, broadcast
 
 from qkv.attention.alibi import alibi_bias, alibi_slopes
 from qkv.attention.core import AttentionOutput, attend, masked_softmax
+from qkv.attention.flow import attention_flow
 from qkv.attention.hard import HardAttention, HardAttentionOutput
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import (
@@ -15,6 +16,7 @@ from qkv.attention.masks import (
     padding_mask,
 )
 from qkv.attention.multihead import MultiHeadAttention
+from qkv.attention.neuron import NeuronView, neuron_view
 from qkv.attention.rollout import attention_rollout
 from qkv.attention.rotary import RotaryEmbedding
 from qkv.attention.scores import Additive, Dot, General, Location, ScaledDot, Score
@@ -29,16 +31,19 @@ __all__ = [
     "KVCache",
     "Location",
     "MultiHeadAttention",
+    "NeuronView",
     "RotaryEmbedding",
     "ScaledDot",
     "Score",
     "alibi_bias",
     "alibi_slopes",
     "attend",
+    "attention_flow",
     "attention_rollout",
     "causal_mask",
     "combine_masks",
     "from_key_padding",
     "masked_softmax",
+    "neuron_view",
     "padding_mask",
 ]
