@@ -1,8 +1,8 @@
 // qkv attention explorer: the page's script (plain JavaScript, no framework, no build step).
 //
 // It reads the page's data from <script id="qkv-data" type="application/json"> (see
-// qkv/explorer/page.py): in "served" mode it offers the models and POSTs each input to data.api
-// (a relative URL); in "static" mode (an exported page) it shows data.result and nothing else.
+// qkv/viz/page.py, which inlines export.js and modelview.js before this file): in "served"
+// mode it offers the models and POSTs each input to data.api (a relative URL); in "static" mode (an exported page) it shows data.result and nothing else.
 // Every text from the data is inserted with textContent or setAttribute, never as HTML, and the
 // page loads nothing: no fonts, no images but the data: URLs of the result itself.
 //
@@ -28,6 +28,10 @@
 //     .heads-view[data-layer][data-head]: the head view; .q-token[data-q=i], .k-token[data-k=j],
 //       svg.heads-svg with g.q-lines[data-q=i] holding line[data-k=j][data-weight],
 //     .head-thumb[data-head="mean"|h][aria-pressed]: the "all heads" strip of the current layer,
+//     .mode-model: the model view (modelview.js): .model-grid[data-drawn] of
+//       .model-thumb[data-layer][data-head] (canvas.model-canvas); a click shows it in the matrix.
+//   Every view: .save-png, .save-svg buttons (export.js; .save-svg disabled, its title saying
+//     why, for a matrix too large for SVG).
 //     .readout: the line that names the hovered query and the weights of its keys.
 //     Hovering a query (row label, matrix row, or a head-view token) sets data-highlight="query"
 //     on it and data-highlight="key" on the keys it attends to (weight >= 1/5 of its row's
