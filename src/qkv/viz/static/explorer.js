@@ -2,7 +2,8 @@
 //
 // It reads the page's data from <script id="qkv-data" type="application/json"> (see
 // qkv/viz/page.py, which inlines export.js and modelview.js before this file): in "served"
-// mode it offers the models and POSTs each input to data.api (a relative URL); in "static" mode (an exported page) it shows data.result and nothing else.
+// mode it offers the models and POSTs each input to data.api (a relative URL); in "static"
+// mode (an exported page) it shows data.result and nothing else.
 // Every text from the data is inserted with textContent or setAttribute, never as HTML, and the
 // page loads nothing: no fonts, no images but the data: URLs of the result itself.
 //
