@@ -44,7 +44,8 @@ def the_page(html: str) -> tuple[dict[str, str], str]:
 def test_a_display_is_a_sandboxed_frame_that_loads_nothing(translation):
     html = translation._repr_html_()
     frame, page = the_page(html)
-    assert frame["sandbox"] == "allow-scripts"  # scripts, but an opaque origin of its own
+    # scripts and downloads (the export buttons), but an opaque origin of its own
+    assert frame["sandbox"] == "allow-scripts allow-downloads"
     assert fetched_urls(html) == []
     (policy,) = [a["content"] for t, a in parse(page).tags if a.get("http-equiv")]
     assert "default-src 'none'" in policy and "connect-src 'none'" in policy

@@ -3,10 +3,13 @@
 
 Why a frame: each display is a page of its own, so two displays on one notebook share no ids, no
 styles and no script globals, and the notebook's own styles cannot reach in. The frame's
-``sandbox="allow-scripts"`` (no ``allow-same-origin``) gives it an opaque origin: its script
-draws the views and can read nothing of the notebook. Its Content-Security-Policy allows no
-connection at all (``default-src 'none'``, ``connect-src 'none'``): the page loads nothing from
-the network, its images are ``data:`` URLs.
+``sandbox="allow-scripts allow-downloads"`` (no ``allow-same-origin``) gives it an opaque
+origin: its script draws the views and can read nothing of the notebook. ``allow-downloads``
+lets the page's export buttons save a view (PNG, SVG) the page built itself from a ``blob:``
+URL, after a click; it grants no navigation of the notebook, no pop-up, no form, no access to
+the notebook's origin. Its Content-Security-Policy allows no connection at all
+(``default-src 'none'``, ``connect-src 'none'``): the page loads nothing from the network,
+its images are ``data:`` URLs.
 
 Size: the frame starts at a height estimated from the views; the page posts its real height
 (``{qkvHeight: pixels}``) and a small script beside the frame, listening only to its own frame,
@@ -22,7 +25,7 @@ import re
 import uuid
 from typing import Any
 
-from qkv.viz.page import render_page, static_text
+from qkv.viz.page import page_script, render_page, static_text
 
 CSP_SERVED = "connect-src 'self'"  # what the page's policy allows for the served explorer
 CSP_INLINE = "connect-src 'none'"
@@ -72,7 +75,7 @@ def inline_page(result: dict[str, Any]) -> str:
     page = render_page(
         data,
         css=shortened_css(static_text("explorer.css")),
-        js=shortened_js(static_text("explorer.js")),
+        js=shortened_js(page_script()),
     )
     if page.count(CSP_SERVED) != 1:
         raise RuntimeError(f"explorer.html's policy must hold {CSP_SERVED!r} exactly once")
@@ -95,6 +98,7 @@ def inline_html(result: dict[str, Any], *, title: str = "qkv attention") -> str:
     return (
         f"<script>{sizer}</script>\n"
         f'<iframe id="{frame}" class="qkv-view" title="{html.escape(title, quote=True)}" '
-        f'sandbox="allow-scripts" style="width: 100%; height: {height}px; border: 0;" '
+        f'sandbox="allow-scripts allow-downloads" '
+        f'style="width: 100%; height: {height}px; border: 0;" '
         f"srcdoc='{srcdoc}'></iframe>"
     )

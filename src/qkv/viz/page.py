@@ -3,7 +3,9 @@ from the network. ``qkv explore`` writes it, ``qkv serve`` serves it, and a note
 inline (:mod:`qkv.viz.notebook`).
 
 ``static/explorer.html`` holds three markers, ``{{css}}``, ``{{js}}`` and ``{{data}}``, filled
-with ``static/explorer.css``, ``static/explorer.js`` and the page's data as JSON::
+with ``static/explorer.css``, the script (``static/export.js``: PNG and SVG export;
+``static/modelview.js``: the model view's grid; ``static/explorer.js``: the page) and the
+page's data as JSON::
 
     {"mode": "served" | "static", "models": [{"name", "kind", "label", "input"}, ...],
      "limits": {...}, "result": RESULT or null, "api": "api/run", "inline": bool}
@@ -21,6 +23,9 @@ from importlib import resources
 from typing import Any
 
 MARKERS = ("{{css}}", "{{js}}", "{{data}}")
+# The page's script, in order: the two helpers define one global name each (qkvExport,
+# qkvModelView), which the page's main script (explorer.js) uses.
+SCRIPTS = ("export.js", "modelview.js", "explorer.js")
 
 
 def static_text(name: str) -> str:
@@ -35,6 +40,11 @@ def script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def page_script() -> str:
+    """The page's script: :data:`SCRIPTS` one after another."""
+    return "\n".join(static_text(name) for name in SCRIPTS)
+
+
 def render_page(data: dict[str, Any], *, css: str | None = None, js: str | None = None) -> str:
     """The page, with ``data`` inlined as JSON inside a ``<script type="application/json">``
     (:func:`script_json`); ``css`` / ``js``: the style and script to inline instead of the
@@ -45,7 +55,7 @@ def render_page(data: dict[str, Any], *, css: str | None = None, js: str | None 
             raise RuntimeError(f"explorer.html must hold {marker} exactly once")
     parts = {
         "{{css}}": static_text("explorer.css") if css is None else css,
-        "{{js}}": static_text("explorer.js") if js is None else js,
+        "{{js}}": page_script() if js is None else js,
         "{{data}}": script_json(data),
     }
     # One pass, so that text inside the CSS or script can never be taken for a later marker.

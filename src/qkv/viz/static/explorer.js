@@ -1,8 +1,9 @@
 // qkv attention explorer: the page's script (plain JavaScript, no framework, no build step).
 //
 // It reads the page's data from <script id="qkv-data" type="application/json"> (see
-// qkv/explorer/page.py): in "served" mode it offers the models and POSTs each input to data.api
-// (a relative URL); in "static" mode (an exported page) it shows data.result and nothing else.
+// qkv/viz/page.py, which inlines export.js and modelview.js before this file): in "served"
+// mode it offers the models and POSTs each input to data.api (a relative URL); in "static"
+// mode (an exported page) it shows data.result and nothing else.
 // Every text from the data is inserted with textContent or setAttribute, never as HTML, and the
 // page loads nothing: no fonts, no images but the data: URLs of the result itself.
 //
@@ -28,6 +29,10 @@
 //     .heads-view[data-layer][data-head]: the head view; .q-token[data-q=i], .k-token[data-k=j],
 //       svg.heads-svg with g.q-lines[data-q=i] holding line[data-k=j][data-weight],
 //     .head-thumb[data-head="mean"|h][aria-pressed]: the "all heads" strip of the current layer,
+//     .mode-model: the model view (modelview.js): .model-grid[data-drawn] of
+//       .model-thumb[data-layer][data-head] (canvas.model-canvas); a click shows it in the matrix.
+//   Every view: .save-png, .save-svg buttons (export.js; .save-svg disabled, its title saying
+//     why, for a matrix too large for SVG).
 //     .readout: the line that names the hovered query and the weights of its keys.
 //     Hovering a query (row label, matrix row, or a head-view token) sets data-highlight="query"
 //     on it and data-highlight="key" on the keys it attends to (weight >= 1/5 of its row's
@@ -221,6 +226,15 @@
       "aria-pressed": "true", text: "matrix" });
     const headsButton = el("button", { type: "button", class: "mode-heads",
       "aria-pressed": "false", text: "head view" });
+    const modelButton = el("button", { type: "button", class: "mode-model",
+      "aria-pressed": "false", text: "model view", title: "every layer and head" });
+    const tooLong = queries.length * keys.length > qkvExport.MAX_SVG_CELLS;
+    const pngButton = el("button", { type: "button", class: "save-png", text: "PNG",
+      title: "save the matrix shown (layer and head) as a PNG image" });
+    const svgButton = el("button", { type: "button", class: "save-svg", text: "SVG",
+      disabled: tooLong, title: tooLong ? `too long for SVG (${queries.length} × ` +
+        `${keys.length} cells, at most ${qkvExport.MAX_SVG_CELLS}): save the PNG`
+        : "save the matrix shown (layer and head) as an SVG drawing" });
     const scaleSelect = el("select", { class: "scale-select", "aria-label": "colour scale" },
       el("option", { value: "matrix", text: "matrix max" }),
       el("option", { value: "row", text: "row max" }));
@@ -228,8 +242,10 @@
     root.append(el("div", { class: "view-controls" },
       el("label", {}, "layer ", layerSelect), el("label", {}, "head ", headSelect),
       el("span", { class: "segmented", role: "group", "aria-label": "display" },
-        matrixButton, headsButton),
-      el("label", {}, "colours ", scaleSelect), legendSlot));
+        matrixButton, headsButton, modelButton),
+      el("label", {}, "colours ", scaleSelect), legendSlot,
+      el("span", { class: "save", role: "group", "aria-label": "save" }, "save ", pngButton,
+        svgButton)));
 
     // The "all heads" strip: the mean and every head of the current layer.
     const thumbs = ["mean", ...Array.from({ length: heads }, (_, h) => h)].map((head) => {
@@ -286,7 +302,14 @@
       el("div", { class: "q-col" }, qTokens), lines, el("div", { class: "k-col" }, kTokens));
     headsView.style.setProperty("--row", `${ROW}px`);
     const headsPane = el("div", { class: "heads-scroll", hidden: true }, headsView);
-    root.append(matrixPane, headsPane);
+    // Model view: every layer and head; a click shows that one in the matrix.
+    const model = qkvModelView.modelGrid(layers, queries, keys,
+      (m) => heatImage(m, maxOf(m), state.perRow), (l, h) => {
+        choose(l, h);
+        setMode("matrix");
+      });
+    const modelPane = el("div", { class: "model-scroll", hidden: true }, model.root);
+    root.append(matrixPane, headsPane, modelPane);
 
     function drawLines(m, max) {
       lines.replaceChildren();
@@ -402,16 +425,44 @@
     scaleSelect.addEventListener("change", () => {
       state.perRow = scaleSelect.value === "row";
       choose(state.layer, state.head, true);
+      if (!modelPane.hidden) model.draw(true);
     });
     function setMode(mode) {
       root.dataset.mode = mode;
       matrixPane.hidden = mode !== "matrix";
       headsPane.hidden = mode !== "heads";
-      setPressed([matrixButton, headsButton], mode === "matrix" ? matrixButton : headsButton);
+      modelPane.hidden = mode !== "model";
+      if (mode === "model") model.draw(true);
+      const pressed = { matrix: matrixButton, heads: headsButton, model: modelButton }[mode];
+      setPressed([matrixButton, headsButton, modelButton], pressed);
       focus(null, null);
     }
     matrixButton.addEventListener("click", () => setMode("matrix"));
     headsButton.addEventListener("click", () => setMode("heads"));
+    modelButton.addEventListener("click", () => setMode("model"));
+
+    // Export: the matrix of the layer and head shown, with its labels and a title naming them.
+    function exportTitle() {
+      return `${view.title || view.id} · layer ${state.layer} · ${headName(state.head)}`;
+    }
+    function exportName(extension) {
+      return `${qkvExport.fileName(view.id, "layer", state.layer, state.head === "mean"
+        ? "mean" : `head-${state.head}`)}.${extension}`;
+    }
+    pngButton.addEventListener("click", () => {
+      const m = weights(state.layer, state.head);
+      const heat = heatImage(m, maxOf(m), state.perRow);
+      qkvExport.savePng(exportName("png"), qkvExport.matrixPng(exportTitle(),
+        queries.map(shown), keys.map(shown), heat));
+    });
+    svgButton.addEventListener("click", () => {
+      const m = weights(state.layer, state.head);
+      const max = maxOf(m);
+      const rowMax = m.map((row) => Math.max(...row) || 1);
+      const text = qkvExport.matrixSvg(exportTitle(), queries.map(shown), keys.map(shown), m,
+        (i, j) => qkvExport.hex(colourAt(BLUES, m[i][j] / (state.perRow ? rowMax[i] : max))));
+      if (text !== null) qkvExport.saveSvg(exportName("svg"), text);
+    });
 
     function cellAt(event) {
       const box = canvas.getBoundingClientRect();
@@ -471,9 +522,15 @@
       groups.map((g, i) => el("option", { value: i, text: g.name })));
     const opacity = el("input", { type: "range", class: "overlay-opacity", min: 0, max: 100,
       value: 55, "aria-label": "overlay opacity" });
+    const pngButton = el("button", { type: "button", class: "save-png", text: "PNG",
+      title: "save the map shown over the image as a PNG image" });
+    const svgButton = el("button", { type: "button", class: "save-svg", text: "SVG",
+      title: "save the map shown over the image as an SVG drawing" });
     root.append(el("div", { class: "view-controls" },
       el("label", {}, groups.length > 1 ? "group " : "maps ", groupSelect),
-      el("label", {}, "overlay ", opacity)));
+      el("label", {}, "overlay ", opacity),
+      el("span", { class: "save", role: "group", "aria-label": "save" }, "save ", pngButton,
+        svgButton)));
     if (groups.length === 1) groupSelect.disabled = true;
 
     const mapButtons = el("div", { class: "map-buttons", role: "group", "aria-label": "maps" });
@@ -592,6 +649,28 @@
     });
     canvas.addEventListener("mouseleave", () => {
       readout.textContent = IMAGE_HINT;
+    });
+
+    // Export: the map shown (its group and label in the title) over the image.
+    function exportTitle() {
+      const group = groups[state.group];
+      return `${view.title || view.id} · ${group.name} · ${group.maps[state.shown].label}`;
+    }
+    function exportName(extension) {
+      const group = groups[state.group];
+      return `${qkvExport.fileName(view.id, group.name, group.maps[state.shown].label)}.` +
+        extension;
+    }
+    pngButton.addEventListener("click", () => {
+      qkvExport.savePng(exportName("png"), qkvExport.canvasPng(exportTitle(), canvas));
+    });
+    svgButton.addEventListener("click", () => {
+      const grid = groups[state.group].maps[state.shown].grid;
+      const [low, high] = range(grid);
+      const colour = (r, c) => qkvExport.hex(colourAt(HEAT,
+        high > low ? (grid[r][c] - low) / (high - low) : 1));
+      qkvExport.saveSvg(exportName("svg"), qkvExport.imageSvg(exportTitle(), picture, width,
+        height, grid, colour, Number(opacity.value) / 100));
     });
 
     buildButtons();
