@@ -7,11 +7,12 @@
 # so this notebook works offline and behind a firewall.
 #
 # The models are the tiny saved runs in `tests/fixtures/runs/` (one per task, trained for a few
-# steps: their attention is not meaningful, their views are real). Run this notebook from the
-# repository root (`jupyter lab`, then open `docs/notebooks/attention_views.py` as a notebook
-# with jupytext, or paste the cells), or set `QKV_NOTEBOOK_RUNS` to the fixture runs' directory.
-# With your own model, pass its run directory to `qkv.load` (`runs/demo` after `make demo`).
-# `tests/docs/test_attention_notebook.py` executes it headless in `make test`.
+# steps: their attention is not meaningful, their views are real). Run it with the repository
+# root or this folder as the working directory (or set `QKV_NOTEBOOK_RUNS` to the fixture runs'
+# directory): VS Code runs this file's `# %%` cells as they are; for Jupyter, make a notebook of
+# it with `jupytext --to ipynb docs/notebooks/attention_views.py` and open that. With your own
+# model, pass its run directory to `qkv.load` (`runs/demo` after `make demo`).
+# `tests/viz/test_example_notebook.py` executes it headless in `make test`.
 
 # %%
 import os
@@ -23,11 +24,19 @@ from IPython.display import display
 import qkv
 from qkv.tasks.spec import ViewOptions
 
-RUNS = Path(os.environ.get("QKV_NOTEBOOK_RUNS", "tests/fixtures/runs"))
-if not (RUNS / "translation").is_dir():
+# The fixture runs: from QKV_NOTEBOOK_RUNS, else seen from the repository root (VS Code's or a
+# script's working directory) or from this notebook's folder (Jupyter's).
+PLACES = [
+    os.environ.get("QKV_NOTEBOOK_RUNS", ""),
+    "tests/fixtures/runs",
+    "../../tests/fixtures/runs",
+]
+RUNS = next((Path(p) for p in PLACES if p and (Path(p) / "translation").is_dir()), None)
+if RUNS is None:
     raise FileNotFoundError(
-        f"no fixture runs in {RUNS.resolve()}: run this notebook from the repository root "
-        "or set QKV_NOTEBOOK_RUNS to tests/fixtures/runs"
+        f"no fixture runs in {[p for p in PLACES if p]} (from {Path.cwd()}): run this notebook "
+        "from the repository root or docs/notebooks/, or set QKV_NOTEBOOK_RUNS to "
+        "tests/fixtures/runs"
     )
 
 # %% [markdown]

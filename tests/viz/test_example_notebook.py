@@ -134,3 +134,25 @@ def test_every_display_has_a_markdown_cell_before_it_saying_what_it_shows():
     for before, cell in itertools.pairwise(cells):
         if cell.cell_type == "code" and "display(" in cell.source:
             assert before.cell_type == "markdown" and before.source.startswith("## "), cell.source
+
+
+@pytest.mark.parametrize("where", ["root", "notebook folder", "elsewhere, told"])
+def test_the_notebook_finds_the_fixture_runs_from_where_readers_run_it(
+    where, tmp_path, monkeypatch
+):
+    """Its first code cell, run from the repository root (VS Code, a script), from the notebook's
+    folder (Jupyter's working directory) or elsewhere with ``QKV_NOTEBOOK_RUNS``."""
+    cwd = {"root": ROOT, "notebook folder": NOTEBOOK.parent, "elsewhere, told": tmp_path}[where]
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("QKV_NOTEBOOK_RUNS", raising=False)
+    if where == "elsewhere, told":
+        monkeypatch.setenv("QKV_NOTEBOOK_RUNS", str(ROOT / "tests" / "fixtures" / "runs"))
+    (first, *_) = [c for c in percent_to_notebook(NOTEBOOK.read_text()).cells
+                   if c.cell_type == "code"]  # fmt: skip
+    names: dict = {}
+    exec(compile(first.source, str(NOTEBOOK), "exec"), names)
+    assert names["RUNS"].resolve() == ROOT / "tests" / "fixtures" / "runs"
+    monkeypatch.delenv("QKV_NOTEBOOK_RUNS", raising=False)
+    with pytest.raises(FileNotFoundError, match="QKV_NOTEBOOK_RUNS"):
+        monkeypatch.chdir(tmp_path)
+        exec(compile(first.source, str(NOTEBOOK), "exec"), {})
