@@ -1,21 +1,26 @@
 """A wheel works outside the repository: build one from this checkout, install it into a fresh
 virtual environment, and from a directory with no ``configs/`` train a packaged configuration by
-name and evaluate the model. The new environment borrows this one's dependencies (torch and the
-rest) through a ``.pth`` line instead of installing them again; it checks that ``qkv`` itself
-comes from the wheel, not from ``src/``."""
+name, evaluate the model and display its attention as a notebook does (the attention page's
+static files are in the wheel). The new environment borrows this one's dependencies (torch and
+the rest) through a ``.pth`` line instead of installing them again; it checks that ``qkv``
+itself comes from the wheel, not from ``src/``."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.viz.notebook_html import fetched_urls, frames, page_data
 
 ROOT = Path(__file__).resolve().parents[2]
 # A few steps on a few hundred pairs (as in tests/tasks/test_every_task.py): seconds, not minutes.
@@ -23,6 +28,14 @@ QUICK = ["train.max_steps=3", "train.eval_every=3", "train.warmup_steps=1",
          "train.checkpoint_every=null", "train.tensorboard=false", "data.options.n_train=300",
          "data.options.n_valid=10", "data.options.n_test=10",
          "data.valid_bleu_sentences=0"]  # fmt: skip
+
+# In the installed package: a trained run's views as a notebook display (the attention page,
+# drawn from the static files the wheel ships), and where those files were read from.
+SHOW = """import json, sys
+from importlib import resources
+import qkv
+seen = qkv.load(sys.argv[1]).views("a b c")
+print(json.dumps({"static": str(resources.files("qkv.viz") / "static"), "html": seen.html()}))"""
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("build") is None, reason="needs `build` (pip install -e '.[dev]')"
@@ -105,6 +118,20 @@ def test_the_wheel_trains_and_evaluates_a_packaged_config_by_name(tmp_path):
                   env=env)  # fmt: skip
     assert scored.returncode == 0, scored.stdout + scored.stderr
     assert "BLEU" in scored.stdout and "exact match" in scored.stdout, scored.stdout
+
+    # The attention page ships in the wheel, and a Seen from the installed package displays it.
+    static = ROOT / "src" / "qkv" / "viz" / "static"
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n for n in archive.namelist() if n.startswith("qkv/viz/static/")}
+    assert shipped == {f"qkv/viz/static/{p.name}" for p in static.iterdir() if p.is_file()}
+    shown = _run(venv / "bin" / "python", "-c", SHOW, run, cwd=elsewhere, env=env)
+    assert shown.returncode == 0, shown.stderr
+    display = json.loads(shown.stdout)
+    assert Path(display["static"]).is_relative_to(venv), display["static"]
+    (frame,) = frames(display["html"])
+    views = page_data(frame["srcdoc"])["result"]["views"]
+    assert [view["id"] for view in views] == ["cross", "encoder", "decoder"]
+    assert fetched_urls(display["html"]) == []
 
     old_path = _run(qkv, "train", "configs/demo.yaml", cwd=elsewhere, env=env)
     assert old_path.returncode == 2 and "Traceback" not in old_path.stderr
