@@ -23,9 +23,9 @@ from importlib import resources
 from typing import Any
 
 MARKERS = ("{{css}}", "{{js}}", "{{data}}")
-# The page's script, in order: the two helpers define one global name each (qkvExport,
-# qkvModelView), which the page's main script (explorer.js) uses.
-SCRIPTS = ("export.js", "modelview.js", "explorer.js")
+# The page's script, in order: the helpers define one global name each (qkvExport,
+# qkvModelView, qkvWords), which the page's main script (explorer.js) uses.
+SCRIPTS = ("export.js", "modelview.js", "words.js", "explorer.js")
 
 
 def static_text(name: str) -> str:

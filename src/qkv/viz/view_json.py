@@ -12,6 +12,13 @@ Two types of view:
   gh x gw weights}]}]}``; every grid covers the whole image in equal cells (a ViT's patches, a
   captioner's regions).
 
+A ``"tokens"`` view whose pieces carry subword markers (:mod:`qkv.viz.words`) also holds
+``"words": {"queries", "keys", "layers", "special_queries", "special_keys"}``, the same
+attention merged into words (a word receives the sum of its pieces' attention and gives their
+mean); one with special tokens (``[CLS]``, ``</s>``...) holds ``"special_queries"`` and
+``"special_keys"``, their indices, which the page can hide (rows and columns dropped, rows not
+renormalised: what :func:`~qkv.viz.words.merge_word_attention` does with ``hide_special``).
+
 Weights are rounded to :data:`DIGITS` decimals (a page does not need more, and the JSON stays
 small). :func:`views_json` takes the task layer's ``TokenView`` / ``ImageView`` by their fields
 (this layer is below the tasks and does not import them).
@@ -26,6 +33,14 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from qkv.viz.words import (
+    SPECIAL_PIECES,
+    found_marker,
+    merge_word_attention,
+    word_groups,
+    word_labels,
+)
 
 DIGITS = 4  # decimals kept of each attention weight
 
@@ -52,7 +67,7 @@ def token_view(
                 f"layer {index} of {view_id!r} has shape {tuple(weights.shape)}, expected "
                 f"(H, {len(queries)}, {len(keys)})"
             )
-    return {
+    view = {
         "type": "tokens",
         "id": view_id,
         "title": title,
@@ -61,6 +76,40 @@ def token_view(
         "keys": list(keys),
         "layers": [rounded(w) for w in layers],
     }
+    special = _special(queries), _special(keys)
+    if any(special):
+        view["special_queries"], view["special_keys"] = special
+    q_groups, k_groups = _pieces_to_words(queries), _pieces_to_words(keys)
+    if max(q_groups, default=-1) + 1 < len(queries) or max(k_groups, default=-1) + 1 < len(keys):
+        merged = [
+            merge_word_attention(
+                w, queries, keys, query_groups=q_groups, key_groups=k_groups
+            )  # (H, Wq, Wk)
+            for w in layers
+        ]
+        view["words"] = {
+            "queries": merged[0].query_words,
+            "keys": merged[0].key_words,
+            "layers": [rounded(m.weights) for m in merged],
+            "special_queries": _special_words(queries, q_groups),
+            "special_keys": _special_words(keys, k_groups),
+        }
+    return view
+
+
+def _special(tokens: Sequence[str]) -> list[int]:
+    """The indices of the special tokens."""
+    return [i for i, token in enumerate(tokens) if token in SPECIAL_PIECES]
+
+
+def _special_words(tokens: Sequence[str], groups: list[int]) -> list[int]:
+    return [i for i, (_, special) in enumerate(word_labels(tokens, groups)) if special]
+
+
+def _pieces_to_words(tokens: Sequence[str]) -> list[int]:
+    """Each piece's word, by the marker the pieces carry; without one, each piece a word."""
+    marker = found_marker(tokens)
+    return list(range(len(tokens))) if marker is None else word_groups(tokens, marker)
 
 
 def png_data_url(image: Tensor) -> str:

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["SPECIAL_PIECES", "WORD_MARKERS", "WordAttention", "merge_word_attention", "word_groups"]
+__all__ = [
+    "SPECIAL_PIECES",
+    "WORD_MARKERS",
+    "WordAttention",
+    "found_marker",
+    "merge_word_attention",
+    "word_groups",
+    "word_labels",
+]
 
 SPECIAL_PIECES = ("<pad>", "<s>", "</s>", "[CLS]", "[SEP]", "[PAD]")
 WORD_MARKERS = ("▁", "##", "</w>")
@@ -68,6 +76,16 @@ def word_groups(
             starts = marker == "</w>" and token.endswith("</w>")
         groups.append(word)
     return groups
+
+
+def found_marker(tokens: Sequence[str]) -> str | None:
+    """The first of :data:`WORD_MARKERS` that marks some piece of ``tokens`` (``"▁"`` or
+    ``"##"`` starting one, ``"</w>"`` ending one), or ``None``: pieces that are words."""
+    for marker in WORD_MARKERS:
+        marked = (t.endswith(marker) if marker == "</w>" else t.startswith(marker) for t in tokens)
+        if any(m and t != marker for m, t in zip(marked, tokens, strict=True)):
+            return marker
+    return None
 
 
 def merge_word_attention(
@@ -112,8 +130,8 @@ def merge_word_attention(
     k_member = _membership(k_groups, weights)  # (Tk, Wk)
     q_mean = q_member / q_member.sum(0, keepdim=True)  # each word's column averages its pieces
     merged = q_mean.T @ weights @ k_member  # (H, Wq, Wk) or (Wq, Wk)
-    q_words = _words(query_tokens, q_groups, special)
-    k_words = _words(key_tokens, k_groups, special)
+    q_words = word_labels(query_tokens, q_groups, special)
+    k_words = word_labels(key_tokens, k_groups, special)
     if hide_special:
         q_shown = [i for i, (_, is_special) in enumerate(q_words) if not is_special]
         k_shown = [j for j, (_, is_special) in enumerate(k_words) if not is_special]
@@ -155,8 +173,8 @@ def _membership(groups: list[int], like: Tensor) -> Tensor:
     return torch.nn.functional.one_hot(index, max(groups, default=-1) + 1).to(like.dtype)  # (T, W)
 
 
-def _words(
-    tokens: Sequence[str], groups: list[int], special: Sequence[str]
+def word_labels(
+    tokens: Sequence[str], groups: Sequence[int], special: Sequence[str] = SPECIAL_PIECES
 ) -> list[tuple[str, bool]]:
     """Each word's label (its pieces without their markers) and whether it is special."""
     pieces: dict[int, list[str]] = {}

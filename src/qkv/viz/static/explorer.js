@@ -177,11 +177,17 @@
 
   // ------------------------------------------------------------------------- tokens views
 
+  // A long view (more than LONG tokens on a side) is drawn small, about 1,000 px across, with
+  // no label elements (the readout names the hovered query and key) and no head view: 1,000
+  // labels re-laid-out on each hover, and 30,000 lines, would make the page crawl.
+  const LONG = 256;
+
   function cellSize(count) {
     if (count <= 12) return 30;
     if (count <= 24) return 22;
     if (count <= 48) return 16;
-    return 12;
+    if (count <= LONG) return 12;
+    return Math.max(1, Math.floor(1000 / count));
   }
 
   function tokensView(view) {
@@ -201,7 +207,20 @@
     }
 
     const state = { layer: 0, head: "mean", focus: null, perRow: false };
+    const long = Math.max(queries.length, keys.length) > LONG;
     const means = new Map();
+    // The heat image and largest weight of (layer, head, scale), made once: a hover only
+    // redraws the image.
+    const heats = new Map();
+    function heatOf(layer, head) {
+      const key = `${layer}/${head}/${state.perRow}`;
+      if (!heats.has(key)) {
+        const m = weights(layer, head);
+        const max = maxOf(m);
+        heats.set(key, { image: heatImage(m, max, state.perRow), max });
+      }
+      return heats.get(key);
+    }
     function weights(layer, head) {
       if (head !== "mean") return layers[layer][head];
       if (!means.has(layer)) {
@@ -225,7 +244,8 @@
     const matrixButton = el("button", { type: "button", class: "mode-matrix",
       "aria-pressed": "true", text: "matrix" });
     const headsButton = el("button", { type: "button", class: "mode-heads",
-      "aria-pressed": "false", text: "head view" });
+      "aria-pressed": "false", text: "head view", disabled: long,
+      title: long ? `too long for the head view (more than ${LONG} tokens)` : null });
     const modelButton = el("button", { type: "button", class: "mode-model",
       "aria-pressed": "false", text: "model view", title: "every layer and head" });
     const tooLong = queries.length * keys.length > qkvExport.MAX_SVG_CELLS;
@@ -272,9 +292,9 @@
       "aria-label": `attention weights, ${queries.length} queries by ${keys.length} keys` });
     canvas.width = keys.length * cell;
     canvas.height = queries.length * cell;
-    const rowLabels = queries.map((q, i) => el("span", { class: "row-label", "data-q": i,
+    const rowLabels = long ? [] : queries.map((q, i) => el("span", { class: "row-label", "data-q": i,
       title: `query ${i}: ${q}`, text: shown(q) }));
-    const colLabels = keys.map((k, j) => el("span", { class: "col-label", "data-k": j,
+    const colLabels = long ? [] : keys.map((k, j) => el("span", { class: "col-label", "data-k": j,
       title: `key ${j}: ${k}`, text: shown(k) }));
     const matrix = el("div", { class: "matrix", tabindex: 0,
       "aria-label": "attention matrix; arrow keys move between query rows" },
@@ -292,9 +312,9 @@
     const ROW = Math.max(queries.length, keys.length) <= 16 ? 24 : 20;
     const WIDTH = 260;
     const height = Math.max(queries.length, keys.length) * ROW;
-    const qTokens = queries.map((q, i) => el("span", { class: "q-token", "data-q": i,
+    const qTokens = long ? [] : queries.map((q, i) => el("span", { class: "q-token", "data-q": i,
       tabindex: 0, title: `query ${i}: ${q}`, text: shown(q) }));
-    const kTokens = keys.map((k, j) => el("span", { class: "k-token", "data-k": j,
+    const kTokens = long ? [] : keys.map((k, j) => el("span", { class: "k-token", "data-k": j,
       title: `key ${j}: ${k}`, text: shown(k) }));
     const lines = svg("svg", { class: "heads-svg", width: WIDTH, height,
       viewBox: `0 0 ${WIDTH} ${height}`, "aria-hidden": "true" });
@@ -313,6 +333,7 @@
 
     function drawLines(m, max) {
       lines.replaceChildren();
+      if (long) return;
       lines.classList.remove("focused");
       m.forEach((row, i) => {
         const group = svg("g", { class: "q-lines", "data-q": i });
@@ -331,9 +352,8 @@
     }
 
     function draw() {
-      const m = weights(state.layer, state.head);
-      const max = maxOf(m);
-      const ctx = drawScaled(canvas, heatImage(m, max, state.perRow));
+      const { image, max } = heatOf(state.layer, state.head);
+      const ctx = drawScaled(canvas, image);
       if (state.focus !== null) {
         const y = state.focus * cell;
         ctx.fillStyle = "rgba(255, 255, 255, 0.65)";
@@ -354,8 +374,7 @@
 
     function drawThumbs() {
       for (const thumb of thumbs) {
-        const m = weights(state.layer, thumb.head);
-        drawScaled(thumb.canvas, heatImage(m, maxOf(m), state.perRow));
+        drawScaled(thumb.canvas, heatOf(state.layer, thumb.head).image);
         thumb.button.setAttribute("aria-pressed", String(thumb.head === state.head));
       }
     }
@@ -370,8 +389,7 @@
       for (const thumb of thumbs) {
         thumb.button.setAttribute("aria-pressed", String(thumb.head === head));
       }
-      const m = weights(layer, head);
-      drawLines(m, maxOf(m));
+      if (!long) drawLines(weights(layer, head), heatOf(layer, head).max);
       focus(state.focus, null); // redraws the matrix, keeping the hovered row
     }
 
@@ -394,11 +412,11 @@
       }
       const row = weights(state.layer, state.head)[i];
       const rowMax = Math.max(...row) || 1;
-      for (const node of [rowLabels[i], qTokens[i]]) {
+      for (const node of long ? [] : [rowLabels[i], qTokens[i]]) {
         node.dataset.highlight = "query";
         marked.push(node);
       }
-      row.forEach((w, k) => {
+      if (!long) row.forEach((w, k) => {
         for (const node of [colLabels[k], kTokens[k]]) {
           node.dataset.weight = w;
           node.style.setProperty("--w", (w / rowMax).toFixed(3));
@@ -486,7 +504,7 @@
       else return;
       event.preventDefault();
       focus(next, null);
-      if (next !== null) rowLabels[next].scrollIntoView({ block: "nearest" });
+      if (next !== null && !long) rowLabels[next].scrollIntoView({ block: "nearest" });
     });
     qTokens.forEach((token, i) => {
       token.addEventListener("mouseenter", () => focus(i, null));
@@ -777,7 +795,7 @@
       return;
     }
     viewsBox.replaceChildren(...views.map((view) => {
-      if (view.type === "tokens") return tokensView(view);
+      if (view.type === "tokens") return qkvWords.panel(view, tokensView); // words.js
       if (view.type === "image") return imageView(view);
       return el("section", { class: "view panel", "data-view-id": view.id },
         el("p", { class: "empty", text: `a view of unknown type “${view.type}”` }));
