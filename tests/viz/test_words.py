@@ -132,3 +132,25 @@ def test_bad_inputs_are_named():
         merge_word_attention(torch.ones(3), tokens, tokens)
     with pytest.raises(ValueError, match=r"dtype torch.int64"):
         merge_word_attention(torch.ones(3, 3, dtype=torch.long), tokens, tokens)
+
+
+def test_a_token_view_holds_its_words_and_special_tokens_only_where_there_are_some():
+    from qkv.viz.view_json import token_view
+
+    target = ["<s>", "▁le", "▁ch", "at", "</s>"]  # marked: ch + at is one word
+    source = ["the", "cat"]  # no marker: each piece a word
+    weights = torch.softmax(torch.randn(2, 5, 2, generator=torch.Generator().manual_seed(0)), -1)
+    view = token_view("x", "x", target, source, [weights], self_attention=False)
+    assert view["special_queries"] == [0, 4] and view["special_keys"] == []
+    words = view["words"]
+    expected = merge_word_attention(weights, target, source, key_groups=[0, 1])
+    assert words["queries"] == ["<s>", "le", "chat", "</s>"] == expected.query_words
+    assert words["keys"] == source and words["special_queries"] == [0, 3]
+    torch.testing.assert_close(
+        torch.tensor(words["layers"][0], dtype=torch.float64),
+        expected.weights.double(),
+        atol=5.1e-5,
+        rtol=0,
+    )
+    plain = token_view("y", "y", source, source, [weights[:, :2]], self_attention=True)
+    assert "words" not in plain and "special_queries" not in plain
