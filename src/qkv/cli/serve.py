@@ -1,5 +1,6 @@
 """``qkv serve --model DIR [--model DIR ...]``: the attention explorer as a local web page;
-``qkv explore --model DIR INPUT -o page.html``: the same view of one input as a single file."""
+``qkv explore --model DIR INPUT -o page.html``: the same view of one input as a single file
+(``--compare DIR2``: two models side by side, with their difference)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "viewed), to attach to a report or share.",
     )
     explore.add_argument("--model", required=True, metavar="DIR", help="model directory")
+    explore.add_argument(
+        "--compare",
+        metavar="DIR2",
+        default=None,
+        help="a second model directory of the same task (another run, or one of the run's "
+        "snapshots/<N>min/): the page shows both side by side with the difference DIR2 - DIR",
+    )
     explore.add_argument("input", metavar="INPUT", help="the text, or the image file")
     explore.add_argument("-o", "--output", required=True, help="HTML file to write")
     explore.add_argument(
@@ -107,6 +115,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_explore(args: argparse.Namespace) -> int:
+    from qkv.explorer.compare import compare_models
     from qkv.explorer.page import page_data, render_page
     from qkv.explorer.session import ExplorerModels
     from qkv.explorer.views import Limits
@@ -117,17 +126,23 @@ def run_explore(args: argparse.Namespace) -> int:
         raise ValueError(f"-o must name an .html file (or - for standard output), got {output}")
     check_output_file(output)
     limits = Limits()
-    models = ExplorerModels.load([args.model])
-    (model,) = models
+    models = ExplorerModels.load([args.model] + ([args.compare] if args.compare else []))
+    model = next(iter(models))
+    given: dict = {"text": args.input, "max_new_tokens": args.max_new_tokens}
     if model.takes_image:
         path = Path(args.input)
         if not path.is_file():
             raise ValueError(f"{path}: no such image file (model {model.name} takes an image)")
-        result = model.run(image=path.read_bytes(), image_name=path.name, limits=limits)
+        given = {"image": path.read_bytes(), "image_name": path.name}
+    if args.compare:
+        compared = compare_models(models, limits=limits, **given)
+        page = compared.page()
+        for name, out in zip(compared.data["names"], compared.data["outputs"], strict=True):
+            print(f"{name}: {out['summary']}")
     else:
-        result = model.run(text=args.input, max_new_tokens=args.max_new_tokens, limits=limits)
-    page = render_page(page_data("static", models.describe(), limits, result))
+        result = model.run(limits=limits, **given)
+        page = render_page(page_data("static", models.describe(), limits, result))
+        print(result["output"]["summary"])
     atomic_write(output, lambda handle: handle.write(page.encode("utf-8")))
-    print(result["output"]["summary"])
     print(f"wrote {output}")
     return 0

@@ -26,7 +26,7 @@ from qkv.explorer.views import (
     seen_json,
 )
 from qkv.tasks.run_dir import model_task
-from qkv.tasks.spec import TaskSpec, ViewOptions
+from qkv.tasks.spec import Seen, TaskSpec, ViewOptions
 
 
 @dataclass
@@ -79,8 +79,33 @@ class ExplorerModel:
         limits: Limits,
     ) -> dict[str, Any]:
         """Run the model on one input and return its output and attention views
-        (:mod:`qkv.explorer.views`). Checks what the input alone decides (its size, its tokens
-        against the limits) first, then takes the model's lock for the run.
+        (:mod:`qkv.explorer.views`): :meth:`seen` as JSON.
+
+        Raises:
+            InputError: the input does not suit the model or the limits.
+        """
+        seen, described = self.seen(text=text, image=image, image_name=image_name,
+                                    max_new_tokens=max_new_tokens, limits=limits)  # fmt: skip
+        try:
+            result = seen_json(seen, limits)
+        except InputError:
+            raise
+        except ValueError as error:  # the library's own checks name what is wrong
+            raise InputError(str(error)) from None
+        return {"model": self.name, "kind": self.kind, "input": described, **result}
+
+    def seen(
+        self,
+        *,
+        text: str | None = None,
+        image: bytes | None = None,
+        image_name: str = "image",
+        max_new_tokens: int | None = None,
+        limits: Limits,
+    ) -> tuple[Seen, dict[str, Any]]:
+        """Run the model on one input: its :class:`Seen` and the input as described in a
+        result. Checks what the input alone decides (its size, its tokens against the limits)
+        first, then takes the model's lock for the run.
 
         Raises:
             InputError: the input does not suit the model or the limits.
@@ -113,12 +138,10 @@ class ExplorerModel:
         options = ViewOptions(new_tokens=new_tokens, name=image_name)
         with self.lock:
             try:
-                result = seen_json(self.runner.views(item, options), limits)
-            except InputError:
-                raise
+                seen = self.runner.views(item, options)
             except ValueError as error:  # the library's own checks name what is wrong
                 raise InputError(str(error)) from None
-        return {"model": self.name, "kind": self.kind, "input": described, **result}
+        return seen, described
 
 
 class ExplorerModels:

@@ -31,6 +31,8 @@ from qkv.training.config import TASK_SETTINGS
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from qkv.viz.compare import Compared
+
 # The options of `qkv evaluate` and `qkv plot-attention` that only some tasks take (every task
 # takes --split, --limit and --no-save; every task draws its first view).
 EVALUATE_OPTIONS = ("beam", "examples", "batch_size")
@@ -250,6 +252,14 @@ class Seen:
 
     def _repr_html_(self) -> str:  # Jupyter, JupyterLab and VS Code show this inline
         return self.html()
+
+    def compare(self, other: Seen, *, names: tuple[str, str] = ("A", "B")) -> Compared:
+        """This result (A) and ``other`` (B) side by side with their difference B - A, views
+        paired by id (:func:`qkv.viz.compare.compare_views`: what it refuses and lists)."""
+        from qkv.viz.compare import compare_views
+
+        return compare_views(self.views, other.views, outputs=(self.output, other.output),
+                             names=names)  # fmt: skip
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """The inline display, with a line of text for front ends that show no HTML."""

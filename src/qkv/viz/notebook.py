@@ -54,6 +54,11 @@ def shortened_css(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def matrix_cell(count: int) -> int:
+    """The page's cell size (px) for a matrix of ``count`` tokens a side (explorer.js's)."""
+    return 30 if count <= 12 else 22 if count <= 24 else 16 if count <= 48 else 12
+
+
 def estimated_height(result: dict[str, Any]) -> int:
     """The frame's first height in pixels: the output line and each view's panel, as the page
     draws them (token matrices of 12 to 30 px cells; images about 320 px)."""
@@ -61,19 +66,32 @@ def estimated_height(result: dict[str, Any]) -> int:
     for view in result.get("views", []):
         if view.get("type") == "tokens":
             count = max(len(view["queries"]), len(view["keys"]))
-            cell = 30 if count <= 12 else 22 if count <= 24 else 16 if count <= 48 else 12
-            height += 240 + cell * len(view["queries"])
+            height += 240 + matrix_cell(count) * len(view["queries"])
         else:
             height += 520
+    return min(height, MAX_HEIGHT)
+
+
+def compare_height(data: dict[str, Any]) -> int:
+    """A first height for a comparison's frame: each pair's three matrices side by side."""
+    height = 160 + 40 * len(data.get("unpaired", []))
+    for pair in data.get("pairs", []):
+        count = max(len(pair["queries"]), len(pair["keys"]))
+        height += 200 + matrix_cell(count) * len(pair["queries"])
     return min(height, MAX_HEIGHT)
 
 
 def inline_page(result: dict[str, Any]) -> str:
     """The page a display shows: ``result`` (``{"output", "views"}``, optionally ``"model"``,
     ``"kind"``, ``"input"``) in static, inline mode, allowed no connection."""
-    data = {"mode": "static", "inline": True, "models": [], "limits": {}, "result": result}
+    return inline_document({"mode": "static", "models": [], "limits": {}, "result": result})
+
+
+def inline_document(data: dict[str, Any]) -> str:
+    """The page of ``data`` (:mod:`qkv.viz.page`) for a display: inline, shortened, allowed no
+    connection."""
     page = render_page(
-        data,
+        {**data, "inline": True},
         css=shortened_css(static_text("explorer.css")),
         js=shortened_js(page_script()),
     )
@@ -91,9 +109,14 @@ def attribute(text: str) -> str:
 def inline_html(result: dict[str, Any], *, title: str = "qkv attention") -> str:
     """The HTML of one notebook display of ``result``: a sandboxed ``<iframe srcdoc>`` holding
     :func:`inline_page`, and the script that sizes it to its page (ids unique per display)."""
+    return inline_frame(inline_page(result), estimated_height(result), title=title)
+
+
+def inline_frame(page: str, height: int, *, title: str) -> str:
+    """``page`` in a sandboxed ``<iframe srcdoc>``, ``height`` px at first, and the script that
+    sizes it to its page (ids unique per display)."""
     frame = f"qkv-{uuid.uuid4().hex}"
-    srcdoc = attribute(inline_page(result))
-    height = estimated_height(result)
+    srcdoc = attribute(page)
     sizer = SIZER.replace("FRAME", frame).replace("MAX_HEIGHT", str(MAX_HEIGHT))
     return (
         f"<script>{sizer}</script>\n"

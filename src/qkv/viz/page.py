@@ -4,8 +4,8 @@ inline (:mod:`qkv.viz.notebook`).
 
 ``static/explorer.html`` holds three markers, ``{{css}}``, ``{{js}}`` and ``{{data}}``, filled
 with ``static/explorer.css``, the script (``static/export.js``: PNG and SVG export;
-``static/modelview.js``: the model view's grid; ``static/explorer.js``: the page) and the
-page's data as JSON::
+``static/modelview.js``: the model view's grid; ``static/compare.js``: the compare mode;
+``static/explorer.js``: the page) and the page's data as JSON::
 
     {"mode": "served" | "static", "models": [{"name", "kind", "label", "input"}, ...],
      "limits": {...}, "result": RESULT or null, "api": "api/run", "inline": bool}
@@ -14,6 +14,8 @@ page's data as JSON::
 exported page shows the one ``result`` inlined, needs no server and loads nothing from the
 network; ``inline`` (a notebook's display) drops the page's header and note. ``RESULT`` is
 ``{"model", "kind", "input", "output", "views"}`` (:mod:`qkv.viz.view_json` makes the views).
+``{"mode": "compare", ...}``: two results side by side with their difference
+(:mod:`qkv.viz.compare` describes its data).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Any
 
 MARKERS = ("{{css}}", "{{js}}", "{{data}}")
 # The page's script, in order: the helpers define one global name each (qkvExport,
-# qkvModelView, qkvWords), which the page's main script (explorer.js) uses.
-SCRIPTS = ("export.js", "modelview.js", "words.js", "explorer.js")
+# qkvModelView, qkvWords, qkvCompare), which the page's main script (explorer.js) uses.
+SCRIPTS = ("export.js", "modelview.js", "words.js", "compare.js", "explorer.js")
 
 
 def static_text(name: str) -> str:

@@ -9,6 +9,7 @@
 //
 // With data.inline (a notebook's display, qkv/viz/notebook.py) a static page shows the result
 // alone and posts its height to the notebook that holds it: {qkvHeight: pixels}.
+// In "compare" mode the page is compare.js's (qkvCompare.page, given this file's helpers).
 //
 // Hooks for tests (stable ids, classes and data attributes):
 //   #app[data-mode="served"|"static"][data-state="ready"|"running"|"done"|"error"]
@@ -998,7 +999,10 @@
 
   app.dataset.mode = data.mode;
   try {
-    if (data.mode === "static" && data.inline) inlinePage();
+    if (data.mode === "compare") {
+      qkvCompare.page(app, data, { el, header, heatImage, drawScaled, maxOf, colourTable, shown,
+        fixed, cellSize, legend });
+    } else if (data.mode === "static" && data.inline) inlinePage();
     else if (data.mode === "static") staticPage();
     else servedPage();
   } catch (error) {
