@@ -53,6 +53,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     explore.add_argument(
         "--max-new-tokens", type=int, default=None, help="language models: tokens to generate"
     )
+    explore.add_argument(
+        "--neuron",
+        action="store_true",
+        help="Transformers (language model, encoder classifier/tagger): add each layer's query "
+        "and key vectors, for the page's neuron view (a larger page)",
+    )
+    explore.add_argument(
+        "--rollout",
+        action="store_true",
+        help="encoder classifier/tagger: add the attention rollout view (and flow, up to 32 "
+        "tokens)",
+    )
     explore.set_defaults(run=run_explore)
 
 
@@ -108,7 +120,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_explore(args: argparse.Namespace) -> int:
     from qkv.explorer.page import page_data, render_page
-    from qkv.explorer.session import ExplorerModels
+    from qkv.explorer.session import ExplorerModels, ViewExtras
     from qkv.explorer.views import Limits
     from qkv.io import STREAMS, atomic_write, check_output_file
 
@@ -125,7 +137,12 @@ def run_explore(args: argparse.Namespace) -> int:
             raise ValueError(f"{path}: no such image file (model {model.name} takes an image)")
         result = model.run(image=path.read_bytes(), image_name=path.name, limits=limits)
     else:
-        result = model.run(text=args.input, max_new_tokens=args.max_new_tokens, limits=limits)
+        result = model.run(
+            text=args.input,
+            max_new_tokens=args.max_new_tokens,
+            limits=limits,
+            extras=ViewExtras(neuron=args.neuron, rollout=args.rollout),
+        )
     page = render_page(page_data("static", models.describe(), limits, result))
     atomic_write(output, lambda handle: handle.write(page.encode("utf-8")))
     print(result["output"]["summary"])

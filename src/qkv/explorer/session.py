@@ -27,6 +27,17 @@ from qkv.explorer.views import (
 )
 from qkv.tasks.run_dir import model_task
 from qkv.tasks.spec import TaskSpec, ViewOptions
+from qkv.tasks.view_extras import check_extras
+
+
+@dataclass(frozen=True)
+class ViewExtras:
+    """What a run adds to its views on request (:class:`~qkv.tasks.spec.ViewOptions`): the
+    query and key vectors of a Transformer (``neuron``), an encoder's rollout and flow views
+    (``rollout``); a task without them refuses the request."""
+
+    neuron: bool = False
+    rollout: bool = False
 
 
 @dataclass
@@ -77,6 +88,7 @@ class ExplorerModel:
         image_name: str = "image",
         max_new_tokens: int | None = None,
         limits: Limits,
+        extras: ViewExtras | None = None,
     ) -> dict[str, Any]:
         """Run the model on one input and return its output and attention views
         (:mod:`qkv.explorer.views`). Checks what the input alone decides (its size, its tokens
@@ -110,10 +122,14 @@ class ExplorerModel:
             item = check_text(text, limits)
             new_tokens = check_text_tokens(self.spec, self.runner, item, limits, max_new_tokens)
             described = {"text": item}
-        options = ViewOptions(new_tokens=new_tokens, name=image_name)
+        extras = extras or ViewExtras()
+        options = ViewOptions(
+            new_tokens=new_tokens, name=image_name, neuron=extras.neuron, rollout=extras.rollout
+        )
         with self.lock:
             try:
-                result = seen_json(self.runner.views(item, options), limits)
+                seen = check_extras(self.runner.views(item, options), options)
+                result = seen_json(seen, limits)
             except InputError:
                 raise
             except ValueError as error:  # the library's own checks name what is wrong

@@ -4,7 +4,8 @@ inline (:mod:`qkv.viz.notebook`).
 
 ``static/explorer.html`` holds three markers, ``{{css}}``, ``{{js}}`` and ``{{data}}``, filled
 with ``static/explorer.css``, the script (``static/export.js``: PNG and SVG export;
-``static/modelview.js``: the model view's grid; ``static/explorer.js``: the page) and the
+``static/modelview.js``: the model view's grid; ``static/neuron.js``: the neuron view;
+``static/explorer.js``: the page) and the
 page's data as JSON::
 
     {"mode": "served" | "static", "models": [{"name", "kind", "label", "input"}, ...],
@@ -23,9 +24,9 @@ from importlib import resources
 from typing import Any
 
 MARKERS = ("{{css}}", "{{js}}", "{{data}}")
-# The page's script, in order: the two helpers define one global name each (qkvExport,
-# qkvModelView), which the page's main script (explorer.js) uses.
-SCRIPTS = ("export.js", "modelview.js", "explorer.js")
+# The page's script, in order: the three helpers define one global name each (qkvExport,
+# qkvModelView, qkvNeuron), which the page's main script (explorer.js) uses.
+SCRIPTS = ("export.js", "modelview.js", "neuron.js", "explorer.js")
 
 
 def static_text(name: str) -> str:
