@@ -61,6 +61,23 @@ def test_explore_writes_one_self_contained_page(dirs, tmp_path):
     assert view["type"] == "image" and view["groups"][0]["name"] == "rollout"
 
 
+def test_explore_neuron_and_rollout_add_vectors_and_views(tmp_path, capsys):
+    out = tmp_path / "page.html"
+    run = str(ROOT / "tests" / "fixtures" / "runs" / "classification")
+    assert (
+        main(["explore", "--model", run, "a good film", "--neuron", "--rollout", "-o", str(out)])
+        == 0
+    )
+    views = page_json(out.read_text(encoding="utf-8"))["result"]["views"]
+    assert [v["id"] for v in views] == ["encoder", "rollout", "flow"]
+    q, k = views[0]["neuron"]["q"], views[0]["neuron"]["k"]
+    assert len(q) == len(k) == len(views[0]["layers"])  # one (H, T, Dk) pair per layer
+    assert len(q[0][0]) == len(k[0][0]) == len(views[0]["queries"])
+    assert main(["explore", "--model", run, "a good film", "-o", str(out)]) == 0
+    (plain,) = page_json(out.read_text(encoding="utf-8"))["result"]["views"]
+    assert "neuron" not in plain  # opt-in
+
+
 def test_inlined_data_cannot_close_its_script():
     text = "</script><script>alert(1)</script> & <!-- \u2028"
     result = {"model": "m", "kind": "translation", "input": {"text": text},
@@ -83,6 +100,10 @@ def test_inlined_data_cannot_close_its_script():
          "the text has a lone surrogate (U+DCE9 at character 3)"),  # bytes not UTF-8 in argv
         (("explore", "--model", "{translation}", "a", "-o", "{tmp}/a.png"), "an .html file"),
         (("explore", "--model", "{tmp}", "a", "-o", "{tmp}/a.html"), "no model directory"),
+        (("explore", "--model", "{translation}", "a", "--neuron", "-o", "{tmp}/a.html"),
+         "no query and key vectors: the neuron view is for the language model"),
+        (("explore", "--model", "{translation}", "a", "--rollout", "-o", "{tmp}/a.html"),
+         "no rollout view"),
         (("serve", "--model", "{translation}", "--port", "70000"), "--port must be between"),
         (("serve", "--model", "{tmp}"), "no model directory"),
         (("serve", "--model", "{translation}", "--allow-host", "explorer.lan:80"),

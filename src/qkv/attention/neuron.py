@@ -24,7 +24,7 @@ from qkv.attention.core import masked_softmax
 from qkv.attention.masks import causal_mask, check_keep
 from qkv.attention.multihead import MultiHeadAttention
 
-__all__ = ["NeuronView", "neuron_view"]
+__all__ = ["NeuronView", "head_vectors", "neuron_view"]
 
 
 @dataclass(frozen=True)
@@ -89,12 +89,9 @@ def neuron_view(
     _check_index("key_position", key_position, tk)
     with torch.no_grad():
         rows = slice(batch, batch + 1)
-        q = module.q_proj(query[rows]).view(1, tq, module.num_heads, module.d_k).transpose(1, 2)
-        k = module.k_proj(source[rows]).view(1, tk, module.num_kv_heads, module.d_k).transpose(1, 2)
-        if module.rotary is not None:  # self-attention only (checked above), no cache: 0 .. T-1
-            pos = torch.arange(tq, device=query.device) if positions is None else positions
-            pos = pos[rows] if pos.dim() == 2 else pos
-            q, k = module.rotary(q, pos), module.rotary(k, pos)  # (1, H|Hkv, T, Dk)
+        if positions is not None and positions.dim() == 2:
+            positions = positions[rows]
+        q, k = head_vectors(module, query[rows], None if key is None else key[rows], positions)
         kv_head = head // (module.num_heads // module.num_kv_heads)
         q_row = q[0, head, query_position]  # (Dk,)
         keys = k[0, kv_head]  # (Tk, Dk)
@@ -121,6 +118,29 @@ def neuron_view(
         weight=float(weights[key_position]),
         weights=weights,
     )
+
+
+def head_vectors(
+    module: MultiHeadAttention,
+    query: Tensor,
+    key: Tensor | None = None,
+    positions: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Every head's query and key vectors, as ``module`` scores them (rotary applied).
+
+    Shape:
+        query ``(B, Tq, D)``, key ``(B, Tk, kdim)`` or ``None`` (self-attention) ->
+        ``q (B, H, Tq, Dk)``, ``k (B, Hkv, Tk, Dk)``.
+    """
+    source = query if key is None else key
+    b, tq, tk = query.size(0), query.size(1), source.size(1)
+    with torch.no_grad():
+        q = module.q_proj(query).view(b, tq, module.num_heads, module.d_k).transpose(1, 2)
+        k = module.k_proj(source).view(b, tk, module.num_kv_heads, module.d_k).transpose(1, 2)
+        if module.rotary is not None:  # self-attention only, no cache: positions 0 .. T-1
+            pos = torch.arange(tq, device=query.device) if positions is None else positions
+            q, k = module.rotary(q, pos), module.rotary(k, pos)  # (B, H|Hkv, T, Dk)
+    return q, k
 
 
 def _check_index(name: str, value: int, size: int) -> None:

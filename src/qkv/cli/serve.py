@@ -61,6 +61,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     explore.add_argument(
         "--max-new-tokens", type=int, default=None, help="language models: tokens to generate"
     )
+    explore.add_argument(
+        "--neuron",
+        action="store_true",
+        help="Transformers (language model, encoder classifier/tagger): add each layer's query "
+        "and key vectors, for the page's neuron view (a larger page)",
+    )
+    explore.add_argument(
+        "--rollout",
+        action="store_true",
+        help="encoder classifier/tagger: add the attention rollout view (and flow, up to 32 "
+        "tokens)",
+    )
     explore.set_defaults(run=run_explore)
 
 
@@ -117,7 +129,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_explore(args: argparse.Namespace) -> int:
     from qkv.explorer.compare import compare_models
     from qkv.explorer.page import page_data, render_page
-    from qkv.explorer.session import ExplorerModels
+    from qkv.explorer.session import ExplorerModels, ViewExtras
     from qkv.explorer.views import Limits
     from qkv.io import STREAMS, atomic_write, check_output_file
 
@@ -129,18 +141,23 @@ def run_explore(args: argparse.Namespace) -> int:
     models = ExplorerModels.load([args.model] + ([args.compare] if args.compare else []))
     model = next(iter(models))
     given: dict = {"text": args.input, "max_new_tokens": args.max_new_tokens}
+    extras = ViewExtras(neuron=args.neuron, rollout=args.rollout)
     if model.takes_image:
         path = Path(args.input)
         if not path.is_file():
             raise ValueError(f"{path}: no such image file (model {model.name} takes an image)")
         given = {"image": path.read_bytes(), "image_name": path.name}
     if args.compare:
+        if args.neuron or args.rollout:
+            raise ValueError(
+                "--neuron and --rollout show one model's views: drop them with --compare"
+            )
         compared = compare_models(models, limits=limits, **given)
         page = compared.page()
         for name, out in zip(compared.data["names"], compared.data["outputs"], strict=True):
             print(f"{name}: {out['summary']}")
     else:
-        result = model.run(limits=limits, **given)
+        result = model.run(limits=limits, extras=extras, **given)
         page = render_page(page_data("static", models.describe(), limits, result))
         print(result["output"]["summary"])
     atomic_write(output, lambda handle: handle.write(page.encode("utf-8")))

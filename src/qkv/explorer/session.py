@@ -27,6 +27,17 @@ from qkv.explorer.views import (
 )
 from qkv.tasks.run_dir import model_task
 from qkv.tasks.spec import Seen, TaskSpec, ViewOptions
+from qkv.tasks.view_extras import check_extras
+
+
+@dataclass(frozen=True)
+class ViewExtras:
+    """What a run adds to its views on request (:class:`~qkv.tasks.spec.ViewOptions`): the
+    query and key vectors of a Transformer (``neuron``), an encoder's rollout and flow views
+    (``rollout``); a task without them refuses the request."""
+
+    neuron: bool = False
+    rollout: bool = False
 
 
 @dataclass
@@ -77,6 +88,7 @@ class ExplorerModel:
         image_name: str = "image",
         max_new_tokens: int | None = None,
         limits: Limits,
+        extras: ViewExtras | None = None,
     ) -> dict[str, Any]:
         """Run the model on one input and return its output and attention views
         (:mod:`qkv.explorer.views`): :meth:`seen` as JSON.
@@ -85,7 +97,8 @@ class ExplorerModel:
             InputError: the input does not suit the model or the limits.
         """
         seen, described = self.seen(text=text, image=image, image_name=image_name,
-                                    max_new_tokens=max_new_tokens, limits=limits)  # fmt: skip
+                                    max_new_tokens=max_new_tokens, limits=limits,
+                                    extras=extras)  # fmt: skip
         try:
             result = seen_json(seen, limits)
         except InputError:
@@ -102,6 +115,7 @@ class ExplorerModel:
         image_name: str = "image",
         max_new_tokens: int | None = None,
         limits: Limits,
+        extras: ViewExtras | None = None,
     ) -> tuple[Seen, dict[str, Any]]:
         """Run the model on one input: its :class:`Seen` and the input as described in a
         result. Checks what the input alone decides (its size, its tokens against the limits)
@@ -135,10 +149,13 @@ class ExplorerModel:
             item = check_text(text, limits)
             new_tokens = check_text_tokens(self.spec, self.runner, item, limits, max_new_tokens)
             described = {"text": item}
-        options = ViewOptions(new_tokens=new_tokens, name=image_name)
+        extras = extras or ViewExtras()
+        options = ViewOptions(
+            new_tokens=new_tokens, name=image_name, neuron=extras.neuron, rollout=extras.rollout
+        )
         with self.lock:
             try:
-                seen = self.runner.views(item, options)
+                seen = check_extras(self.runner.views(item, options), options)
             except ValueError as error:  # the library's own checks name what is wrong
                 raise InputError(str(error)) from None
         return seen, described

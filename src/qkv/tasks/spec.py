@@ -54,12 +54,18 @@ class EvaluateOptions:
 class ViewOptions:
     """What a view of one input may ask for: a translation's ``beam``; a classifier's
     ``pooling`` weights first instead of its self-attention; how many tokens a language model
-    generates (``new_tokens``); the input's ``name`` (an image file's)."""
+    generates (``new_tokens``); the input's ``name`` (an image file's); ``neuron``: a
+    Transformer's query and key vectors on its token views (:attr:`TokenView.vectors`, for the
+    page's neuron view); ``rollout``: an encoder's attention rollout (and flow, up to
+    :data:`~qkv.attention.flow.MAX_FLOW_TOKENS` tokens) as views of their own. Both are off by
+    default, so that pages stay light."""
 
     beam: int | None = None
     pooling: bool = False
     new_tokens: int = 0
     name: str = "image"
+    neuron: bool = False
+    rollout: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,9 @@ class _Drawn:
 class TokenView(_Drawn):
     """Token-to-token attention: one ``(H, Tq, Tk)`` tensor per layer; ``self_attention`` when
     queries and keys are one sequence; ``axes``: the plot's (keys, queries) axis names
-    (default: key and query for self-attention, source and target otherwise)."""
+    (default: key and query for self-attention, source and target otherwise); ``vectors``
+    (with :attr:`ViewOptions.neuron`): per layer the query vectors ``(H, Tq, Dk)`` and key
+    vectors ``(Hkv, Tk, Dk)`` the weights were computed from (the neuron view)."""
 
     id: str
     title: str
@@ -114,6 +122,7 @@ class TokenView(_Drawn):
     layers: list[Tensor]
     self_attention: bool
     axes: tuple[str, str] | None = None
+    vectors: list[tuple[Tensor, Tensor]] | None = None
 
     def __post_init__(self) -> None:
         for index, weights in enumerate(self.layers):
@@ -125,6 +134,8 @@ class TokenView(_Drawn):
                     f"layer {index} of {self.id!r} has shape {tuple(weights.shape)}, expected "
                     f"(H, {len(self.queries)}, {len(self.keys)})"
                 )
+        if self.vectors is not None:
+            check_vectors(self.id, self.layers, self.vectors)
 
     @property
     def axis_labels(self) -> tuple[str, str]:
@@ -142,16 +153,41 @@ class TokenView(_Drawn):
                                  axis_labels=self.axis_labels, layer=layer, head=head)  # fmt: skip
 
 
-def encoder_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
+def check_vectors(view_id: str, layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]]) -> None:
+    """Refuse query/key ``vectors`` that do not match the weights ``layers`` they explain."""
+    if len(vectors) != len(layers):
+        raise ValueError(
+            f"{view_id!r} has {len(layers)} layers but {len(vectors)} (query, key) vector pairs"
+        )
+    for index, ((q, k), weights) in enumerate(zip(vectors, layers, strict=True)):
+        h, tq, tk = weights.shape
+        if q.dim() != 3 or k.dim() != 3 or tuple(q.shape[:2]) != (h, tq) or k.size(1) != tk:
+            raise ValueError(
+                f"layer {index} of {view_id!r}: query vectors {tuple(q.shape)} and key vectors "
+                f"{tuple(k.shape)} do not fit weights {tuple(weights.shape)}; expected "
+                f"({h}, {tq}, Dk) and (Hkv, {tk}, Dk)"
+            )
+        if q.size(2) != k.size(2) or h % k.size(0):
+            raise ValueError(
+                f"layer {index} of {view_id!r}: key vectors {tuple(k.shape)} do not serve "
+                f"{h} query heads of width {q.size(2)}"
+            )
+
+
+def encoder_views(
+    tokens: list[str], layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]] | None = None
+) -> list[TokenView]:
     """An encoder's self-attention over ``tokens`` as one view (none for an encoder without
-    attention layers, such as a BiLSTM without its self-attention layer)."""
+    attention layers, such as a BiLSTM without its self-attention layer); ``vectors``: its
+    query and key vectors (:attr:`TokenView.vectors`)."""
     if not layers:
         return []
     return [
         TokenView(
-            "encoder", "encoder self-attention", tokens, tokens, layers, True, ("key", "query")
+            "encoder", "encoder self-attention", tokens, tokens, layers, True, ("key", "query"),
+            vectors,
         )
-    ]
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ inline (:mod:`qkv.viz.notebook`).
 
 ``static/explorer.html`` holds three markers, ``{{css}}``, ``{{js}}`` and ``{{data}}``, filled
 with ``static/explorer.css``, the script (``static/export.js``: PNG and SVG export;
-``static/modelview.js``: the model view's grid; ``static/compare.js``: the compare mode;
+``static/modelview.js``: the model view's grid; ``static/words.js``: the words toggles;
+``static/compare.js``: the compare mode; ``static/neuron.js``: the neuron view;
 ``static/explorer.js``: the page) and the page's data as JSON::
 
     {"mode": "served" | "static", "models": [{"name", "kind", "label", "input"}, ...],
@@ -26,8 +27,8 @@ from typing import Any
 
 MARKERS = ("{{css}}", "{{js}}", "{{data}}")
 # The page's script, in order: the helpers define one global name each (qkvExport,
-# qkvModelView, qkvWords, qkvCompare), which the page's main script (explorer.js) uses.
-SCRIPTS = ("export.js", "modelview.js", "words.js", "compare.js", "explorer.js")
+# qkvModelView, qkvWords, qkvCompare, qkvNeuron), which the page's main script (explorer.js) uses.
+SCRIPTS = ("export.js", "modelview.js", "words.js", "compare.js", "neuron.js", "explorer.js")
 
 
 def static_text(name: str) -> str:

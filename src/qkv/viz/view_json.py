@@ -6,7 +6,12 @@ Two types of view:
 - ``"tokens"``: token-to-token attention, ``{"type": "tokens", "id", "title", "self": bool,
   "queries": [Tq labels], "keys": [Tk labels], "layers": L x H x Tq x Tk weights}``. ``self`` is
   true when queries and keys are the same sequence (encoder, decoder, language model), false for
-  a translation's cross-attention (target rows, source columns).
+  a translation's cross-attention (target rows, source columns). With its query and key vectors
+  (``ViewOptions.neuron``), it also has ``"neuron": {"q": L x H x Tq x Dk, "k": L x Hkv x Tk x
+  Dk}`` (rotary applied, rounded like the weights), from which the page's neuron view computes
+  ``q * k``, the score ``sum(q * k)`` and the scaled score ``/ sqrt(Dk)`` for a chosen pair; query
+  head ``h`` reads key head ``h // (H / Hkv)``. Such a view is about ``2 L H T Dk`` numbers of
+  some 7 bytes each (``L = 4, H = 8, T = 64, Dk = 32``: about 0.9 MB).
 - ``"image"``: attention over an image, ``{"type": "image", "id", "title", "image": "data:
   image/png;base64,...", "width", "height", "groups": [{"name", "maps": [{"label", "grid":
   gh x gw weights}]}]}``; every grid covers the whole image in equal cells (a ViT's patches, a
@@ -59,15 +64,17 @@ def token_view(
     layers: Sequence[Tensor],
     *,
     self_attention: bool,
+    vectors: Sequence[tuple[Tensor, Tensor]] | None = None,
 ) -> dict[str, Any]:
-    """A ``"tokens"`` view of ``layers``, one ``(H, Tq, Tk)`` tensor per layer."""
+    """A ``"tokens"`` view of ``layers``, one ``(H, Tq, Tk)`` tensor per layer; ``vectors``: per
+    layer its query ``(H, Tq, Dk)`` and key ``(Hkv, Tk, Dk)`` vectors (the ``"neuron"`` data)."""
     for index, weights in enumerate(layers):
         if weights.dim() != 3 or tuple(weights.shape[1:]) != (len(queries), len(keys)):
             raise ValueError(
                 f"layer {index} of {view_id!r} has shape {tuple(weights.shape)}, expected "
                 f"(H, {len(queries)}, {len(keys)})"
             )
-    view = {
+    view: dict[str, Any] = {
         "type": "tokens",
         "id": view_id,
         "title": title,
@@ -93,6 +100,11 @@ def token_view(
             "layers": [rounded(m.weights) for m in merged],
             "special_queries": _special_words(queries, q_groups),
             "special_keys": _special_words(keys, k_groups),
+        }
+    if vectors is not None:
+        view["neuron"] = {
+            "q": [rounded(q) for q, _ in vectors],
+            "k": [rounded(k) for _, k in vectors],
         }
     return view
 
@@ -164,7 +176,13 @@ def views_json(views: Iterable[Any]) -> list[dict[str, Any]]:
         if hasattr(v, "queries"):
             out.append(
                 token_view(
-                    v.id, v.title, v.queries, v.keys, v.layers, self_attention=v.self_attention
+                    v.id,
+                    v.title,
+                    v.queries,
+                    v.keys,
+                    v.layers,
+                    self_attention=v.self_attention,
+                    vectors=getattr(v, "vectors", None),
                 )
             )
         elif hasattr(v, "groups"):

@@ -29,8 +29,8 @@ from qkv.tasks.spec import (
     Seen,
     TokenView,
     ViewOptions,
-    encoder_views,
 )
+from qkv.tasks.view_extras import encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -221,5 +221,7 @@ class Classifier:
                 TokenView("pooling", "pooling weights (hop x token)", hops, tokens,
                           [weights[None]], False, ("token", "hop"))
             )  # fmt: skip
-        views += encoder_views(*self.attention(item))
+        views += encoder_token_views(
+            self.model, lambda: self.attention(item), options or ViewOptions()
+        )
         return Seen(self.predict([item])[0].output(), views)

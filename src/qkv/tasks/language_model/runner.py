@@ -40,6 +40,7 @@ from qkv.tasks.run_dir import (
     load_model_run_config,
 )
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.view_extras import with_vectors
 from qkv.training.checkpoint import load_weights
 
 
@@ -355,15 +356,21 @@ class LanguageModel:
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """Continue the prompt ``item`` greedily by ``options.new_tokens`` tokens, then the
         causal self-attention over prompt and continuation."""
-        new = (options or ViewOptions()).new_tokens
+        options = options or ViewOptions()
         continuation = ""
-        if new:
-            sampling = replace(SamplingConfig(), temperature=0.0, max_new_tokens=new)
+        if options.new_tokens:
+            sampling = replace(SamplingConfig(), temperature=0.0, max_new_tokens=options.new_tokens)
             (continuation,) = self.generate([item], sampling)
-        tokens, layers = self.attention(item + continuation)
+        vectors = None
+        if options.neuron:
+            (tokens, layers), vectors = with_vectors(
+                self.model, lambda: self.attention(item + continuation)
+            )
+        else:
+            tokens, layers = self.attention(item + continuation)
         view = TokenView(
             "decoder", "causal self-attention (prompt and continuation)", tokens, tokens, layers,
-            self_attention=True,
+            self_attention=True, vectors=vectors,
         )  # fmt: skip
         output = {"summary": item + continuation, "text": continuation, "prompt": item}
         return Seen(output, [view], subject="the prompt and its continuation")

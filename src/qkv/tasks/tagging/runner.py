@@ -20,7 +20,7 @@ from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import check_split
 from qkv.tasks.sections import PredictConfig, TaggerDataConfig
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, ViewOptions, encoder_views
+from qkv.tasks.spec import EvaluateOptions, Report, Seen, ViewOptions
 from qkv.tasks.tagging.config import TaggingDataConfig
 from qkv.tasks.tagging.inputs import (
     TaggingExample,
@@ -33,6 +33,7 @@ from qkv.tasks.tagging.inputs import (
     word_scores,
 )
 from qkv.tasks.tagging.output import ENTITY_FORMATS, TAG_FORMATS, check_format, render_tagged
+from qkv.tasks.view_extras import encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,9 @@ class Tagger:
 
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The tags of ``item`` and the encoder's self-attention over it."""
-        views = encoder_views(*self.attention(item))
+        views = encoder_token_views(
+            self.model, lambda: self.attention(item), options or ViewOptions()
+        )
         tagged = self.tag([item])[0]
         output = {
             "summary": " ".join(f"{word}/{tag}" for word, tag in tagged),

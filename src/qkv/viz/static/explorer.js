@@ -38,6 +38,8 @@
 //     Hovering a query (row label, matrix row, or a head-view token) sets data-highlight="query"
 //     on it and data-highlight="key" on the keys it attends to (weight >= 1/5 of its row's
 //     largest); data-weight on each key holds its weight.
+//   .neuron-view (neuron.js, only in a view with query and key vectors): a click on a matrix
+//     cell shows that query and key (in the layer shown; head 0 for the mean of heads).
 //   Image views: .group-select (values: group index), .map-button[data-map=i][aria-pressed]
 //     (hover previews a map, click selects it), canvas.image-canvas[data-group][data-map]
 //     [data-loaded] (what is drawn: group name and map label; data-loaded="true" once the
@@ -515,6 +517,14 @@
 
     drawThumbs();
     choose(0, "mean");
+    if (view.neuron) {  // neuron.js: q, k and q * k of a clicked cell's query and key
+      const neuron = qkvNeuron.panel(view, shown);
+      root.append(neuron.node);
+      canvas.addEventListener("click", (event) => {
+        const [i, j] = cellAt(event);
+        neuron.show(state.layer, state.head === "mean" ? 0 : state.head, i, j);
+      });
+    }
     return root;
   }
 
