@@ -2,6 +2,7 @@
 rows after the checkpoint from both, and the tensorboard setting is honoured."""
 
 import csv
+from types import SimpleNamespace
 
 import pytest
 from torch import nn
@@ -74,12 +75,20 @@ def test_tensorboard_holds_what_the_csv_holds(tmp_path):
         assert [v for _, v in got] == pytest.approx([v for _, v in expected], rel=1e-6)
 
 
-def test_a_resume_drops_the_lost_steps_from_tensorboard_too(tmp_path):
+def test_a_resume_drops_the_lost_steps_from_tensorboard_too(tmp_path, monkeypatch):
     # A run that crashes in step 6 after logging step 5, its last checkpoint at step 3: the
     # resume replays steps 4-5.
     with pytest.raises(RuntimeError, match="crash"):
         train_regression(tmp_path, 8, crash_at=6)
     assert max(s for s, _ in board_scalars(tmp_path)["train_loss"]) == 5
+    # TensorBoard reads event files in name order, "events.out.tfevents.<second>.<host>.<pid>.
+    # <writer number>": a real resume is a later process, so its file's second sorts it after
+    # the crashed run's. Here both writers live in this process, maybe in one second, and the
+    # writer number sorts as text (".10" before ".9"): the resume's writer is dated later.
+    from tensorboard.summary.writer import event_file_writer
+
+    clock = event_file_writer.time
+    monkeypatch.setattr(event_file_writer, "time", SimpleNamespace(time=lambda: clock.time() + 5))
     train_regression(tmp_path, 8, resume=True)
     steps = [s for s, _ in board_scalars(tmp_path)["train_loss"]]
     assert steps == list(range(1, 9))  # each step once, none lost or repeated
