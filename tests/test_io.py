@@ -9,6 +9,7 @@ import stat
 import pytest
 
 from qkv.io import (
+    atomic_file,
     atomic_write,
     atomic_write_json,
     check_output_file,
@@ -104,3 +105,28 @@ def test_a_replaced_file_keeps_its_mode(tmp_path, umask):
     path.chmod(0o640)
     atomic_write_json(path, [1])
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640 and path.read_text() == "[\n  1\n]"
+
+
+def test_a_file_its_writer_made_anew_still_gets_the_umask_s_mode(tmp_path, umask):
+    """safetensors' writer replaces the temporary file it is given (a new 0o600 file)."""
+    umask(0o022)
+
+    def recreate(tmp):
+        tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"x")
+        os.close(fd)
+
+    with atomic_file(tmp_path / "weights.bin") as tmp:
+        recreate(tmp)
+    assert stat.S_IMODE(os.stat(tmp_path / "weights.bin").st_mode) == 0o644
+
+
+def test_saved_weights_get_the_umask_s_mode(tmp_path, umask):
+    import torch
+
+    from qkv.training.checkpoint import save_weights
+
+    umask(0o022)
+    save_weights(torch.nn.Linear(2, 2), tmp_path / "model.safetensors")
+    assert stat.S_IMODE(os.stat(tmp_path / "model.safetensors").st_mode) == 0o644

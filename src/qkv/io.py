@@ -92,17 +92,19 @@ def atomic_file(path: str | Path) -> Iterator[Path]:
             yield tmp
         return
     path = target
+    mode = _mode_of(path, default=new_file_mode())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
-        # mkstemp makes 0o600; the file gets what an open() would have given it
-        os.chmod(name, _mode_of(path, default=new_file_mode()))
     except OSError as error:
         raise _naming(error, path) from error
     tmp = Path(name)
     try:
         yield tmp
+        # mkstemp makes 0o600 (and a writer may have made the file anew, as safetensors does):
+        # the file gets what an open() would have given it, once it is written
+        os.chmod(tmp, mode)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
