@@ -16,41 +16,19 @@ import torch
 from qkv.explorer.page import render_page
 from qkv.viz.notebook import inline_html
 from qkv.viz.view_json import image_view, token_view
+from tests.browser import browser, offline_page, require_chromium  # noqa: F401
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the browser tests need Chromium at {CHROMIUM}", allow_module_level=True)
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]  # fmt: skip
+require_chromium()
 TIMEOUT = 10_000  # ms
 SVG = "{http://www.w3.org/2000/svg}"
 DARKEST_BLUE = (8, 48, 107)  # the page's colour for a matrix's largest weight (#08306b)
 TOKENS = ["[CLS]", "the", "<b>cat</b>", "a&b", "sat", "down", "[SEP]"]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True,
-                                  accept_downloads=True)  # fmt: skip
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(TIMEOUT)
-    yield page
-    context.close()
-    assert errors == [], f"the page reported errors: {errors}"
+def page(browser):  # noqa: F811
+    with offline_page(browser, width=1280, timeout=TIMEOUT, downloads=True) as page:
+        yield page
 
 
 def layers(tokens: list[str], count: int = 2, heads: int = 3, seed: int = 0) -> list[torch.Tensor]:

@@ -6,44 +6,21 @@ notebook display's frame draws the same."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from qkv.tasks.spec import Seen, TokenView
+from tests.browser import browser, offline_page, require_chromium  # noqa: F401
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the browser tests need Chromium at {CHROMIUM}", allow_module_level=True)
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]  # fmt: skip
+require_chromium()
 TIMEOUT = 10_000  # ms
 TOKENS = ["[CLS]", "the", "<b>cat</b>", "sat"]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, offline=True)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(TIMEOUT)
-    yield page
-    context.close()
-    assert errors == [], f"the page reported errors: {errors}"
+def page(browser):  # noqa: F811
+    with offline_page(browser, width=1400, timeout=TIMEOUT) as page:
+        yield page
 
 
 def two_seens() -> tuple[Seen, Seen]:

@@ -15,38 +15,17 @@ import qkv
 from qkv.viz.notebook import inline_page
 from qkv.viz.view_json import token_view, views_json
 from qkv.viz.words import SPECIAL_PIECES, merge_word_attention
+from tests.browser import browser, offline_page, require_chromium  # noqa: F401
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the browser tests need Chromium at {CHROMIUM}", allow_module_level=True)
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]  # fmt: skip
+require_chromium()
 TIMEOUT = 60_000  # ms: a 1,000-token page on a busy 2-core machine
 PIECES = ["[CLS]", "the", "cat", "##s", "sat", "on", "mat", "##ting", "##s", "[SEP]"]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(TIMEOUT)
-    yield page
-    context.close()
-    assert errors == [], f"the page reported errors: {errors}"
+def page(browser):  # noqa: F811
+    with offline_page(browser, width=1280, timeout=TIMEOUT) as page:
+        yield page
 
 
 def open_views(page, tmp_path: Path, views: list[dict]) -> None:
