@@ -1,8 +1,8 @@
 """Headless Chromium for the attention page's tests: Debian's ``/usr/bin/chromium`` driven by
 Playwright, offline. A test module calls :func:`require_chromium` when it is imported (the
-module is skipped where Playwright or Chromium is missing), imports the module-scoped
-:func:`browser` fixture and opens pages with :func:`offline_page`, which fails the test on any
-error the page reports."""
+module is skipped where Playwright or Chromium is missing), asks for the module-scoped
+:func:`browser` fixture (``tests/conftest.py`` loads this module as a plugin) and opens pages
+with :func:`offline_page`, which fails the test on any error the page reports."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]  # fmt: skip
+        "--disable-sync", "--disable-quic"]  # fmt: skip
 
 
 def require_chromium() -> None:

@@ -6,6 +6,9 @@ import pytest
 import torch
 from hypothesis import settings
 
+# The `browser` fixture of the page's tests (headless Chromium), for every module that asks.
+pytest_plugins = ["tests.browser"]
+
 # Hypothesis' 200 ms deadline fails a property test that a loaded machine merely slowed down: no
 # deadline. Examples are derived from each test (derandomize), so a run is repeatable and a
 # failure is found again by the next run, not by chance; no example database is written.

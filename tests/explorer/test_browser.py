@@ -19,20 +19,15 @@ from qkv.explorer.page import page_data, render_page
 from qkv.explorer.session import ExplorerModels
 from qkv.explorer.views import Limits, token_view
 from qkv.tasks.registry import task
+from tests.browser import require_chromium
 from tests.explorer.models import explorer_models
 from tests.explorer.server import serve_models
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
+require_chromium()
 pytest.importorskip("sklearn", reason="the ViT and captioner learn scikit-learn's digits")
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the browser tests need Chromium at {CHROMIUM}", allow_module_level=True)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-quic"]  # fmt: skip
 KINDS = ("translation", "language_model", "vit", "caption")
 TIMEOUT = 10_000  # ms: anything the page does takes well under a second
 
@@ -69,14 +64,6 @@ def results(model_dirs) -> dict[str, dict]:
 def server(model_dirs):
     with serve_models([model_dirs[k] for k in KINDS]) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
 
 
 class Watched:

@@ -16,7 +16,7 @@ import torch
 from qkv.explorer.page import render_page
 from qkv.viz.notebook import inline_html
 from qkv.viz.view_json import image_view, token_view
-from tests.browser import browser, offline_page, require_chromium  # noqa: F401
+from tests.browser import offline_page, require_chromium
 
 require_chromium()
 TIMEOUT = 10_000  # ms
@@ -26,7 +26,7 @@ TOKENS = ["[CLS]", "the", "<b>cat</b>", "a&b", "sat", "down", "[SEP]"]
 
 
 @pytest.fixture
-def page(browser):  # noqa: F811
+def page(browser):
     with offline_page(browser, width=1280, timeout=TIMEOUT, downloads=True) as page:
         yield page
 

@@ -13,7 +13,7 @@ import pytest
 from qkv.tasks.classification.runner import Classifier
 from qkv.tasks.spec import ViewOptions
 from qkv.viz.view_json import views_json
-from tests.explorer.test_export_browser import browser, open_result, page  # noqa: F401
+from tests.explorer.test_export_browser import open_result, page  # noqa: F401
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 

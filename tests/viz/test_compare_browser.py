@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from qkv.tasks.spec import Seen, TokenView
-from tests.browser import browser, offline_page, require_chromium  # noqa: F401
+from tests.browser import offline_page, require_chromium
 
 require_chromium()
 TIMEOUT = 10_000  # ms
@@ -18,7 +18,7 @@ TOKENS = ["[CLS]", "the", "<b>cat</b>", "sat"]
 
 
 @pytest.fixture
-def page(browser):  # noqa: F811
+def page(browser):
     with offline_page(browser, width=1400, timeout=TIMEOUT) as page:
         yield page
 

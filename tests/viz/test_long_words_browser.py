@@ -15,7 +15,7 @@ import qkv
 from qkv.viz.notebook import inline_page
 from qkv.viz.view_json import token_view, views_json
 from qkv.viz.words import SPECIAL_PIECES, merge_word_attention
-from tests.browser import browser, offline_page, require_chromium  # noqa: F401
+from tests.browser import offline_page, require_chromium
 
 require_chromium()
 TIMEOUT = 60_000  # ms: a 1,000-token page on a busy 2-core machine
@@ -23,7 +23,7 @@ PIECES = ["[CLS]", "the", "cat", "##s", "sat", "on", "mat", "##ting", "##s", "[S
 
 
 @pytest.fixture
-def page(browser):  # noqa: F811
+def page(browser):
     with offline_page(browser, width=1280, timeout=TIMEOUT) as page:
         yield page
 

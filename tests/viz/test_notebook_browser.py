@@ -9,20 +9,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 import qkv
+from tests.browser import ARGS, CHROMIUM, require_chromium
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright")
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.is_file():
-    pytest.skip(f"the browser tests need Chromium at {CHROMIUM}", allow_module_level=True)
+require_chromium()
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]  # fmt: skip
 TIMEOUT = 10_000  # ms
 
 
@@ -61,14 +55,6 @@ def open_offline(browser, path: Path, height: int):
     return page, requests, errors
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
-
-
 def test_displays_draw_offline_in_their_own_frames(browser, tmp_path):
     path = tmp_path / "notebook.html"
     path.write_text(notebook_page(), encoding="utf-8")
@@ -104,6 +90,8 @@ def test_displays_draw_offline_in_their_own_frames(browser, tmp_path):
 
 
 def save_screenshot(out: Path) -> None:
+    from playwright import sync_api
+
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         page_file = out.resolve().with_suffix(".html")

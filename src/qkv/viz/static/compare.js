@@ -3,7 +3,7 @@
 // drives both), and the signed difference B - A on a diverging scale centred at 0 (blue: B
 // below A, red: B above A), its range symmetric: [-max |B - A|, +max |B - A|] of what is shown.
 // Defines one global, qkvCompare.page(app, data, kit); explorer.js calls it with its helpers
-// (kit: el, header, heatImage, drawScaled, maxOf, colourTable, shown, fixed, cellSize, legend).
+// (kit: el, header, heatImage, pixelImage, drawScaled, maxOf, colourTable, shown, fixed, cellSize, legend).
 //
 // Hooks for tests: #app[data-mode="compare"][data-state="done"]; .compare-output[data-side];
 //   .compare-pair[data-view-id][data-layer][data-head] with .layer-select, .head-select;
@@ -34,23 +34,11 @@ const qkvCompare = (function () {
 
   // One pixel per cell, coloured by d / max on the diverging scale (0 at its middle).
   function diffImage(kit, table, matrix, max) {
-    const rows = matrix.length;
-    const cols = rows ? matrix[0].length : 0;
-    const canvas = document.createElement("canvas");
-    canvas.width = Math.max(1, cols);
-    canvas.height = Math.max(1, rows);
-    const ctx = canvas.getContext("2d");
-    const image = ctx.createImageData(canvas.width, canvas.height);
-    for (let i = 0; i < rows; i++) {
-      for (let j = 0; j < cols; j++) {
-        const t = max > 0 ? (matrix[i][j] / max + 1) / 2 : 0.5;
-        const k = Math.max(0, Math.min(255, Math.round(t * 255))) * 3;
-        const at = (i * cols + j) * 4;
-        image.data.set([table[k], table[k + 1], table[k + 2], 255], at);
-      }
-    }
-    ctx.putImageData(image, 0, 0);
-    return canvas;
+    return kit.pixelImage(matrix, (i, j) => {
+      const t = max > 0 ? (matrix[i][j] / max + 1) / 2 : 0.5;
+      const k = Math.max(0, Math.min(255, Math.round(t * 255))) * 3;
+      return [table[k], table[k + 1], table[k + 2]];
+    });
   }
 
   function pairView(kit, table, names, pair) {

@@ -133,9 +133,9 @@
     return [table[i], table[i + 1], table[i + 2]];
   }
 
-  // An off-screen canvas of one pixel per weight (Tk wide, Tq high), coloured by weight / max,
-  // or with `perRow`, by weight / its row's largest weight.
-  function heatImage(matrix, max, perRow) {
+  // An off-screen canvas of one pixel per cell of `matrix` (columns wide, rows high), the
+  // colour of cell (i, j) given by `rgb(i, j)` as [r, g, b].
+  function pixelImage(matrix, rgb) {
     const rows = matrix.length;
     const cols = rows ? matrix[0].length : 0;
     const canvas = document.createElement("canvas");
@@ -144,9 +144,8 @@
     const ctx = canvas.getContext("2d");
     const image = ctx.createImageData(canvas.width, canvas.height);
     for (let i = 0; i < rows; i++) {
-      const scale = perRow ? Math.max(...matrix[i]) || 1 : max;
       for (let j = 0; j < cols; j++) {
-        const [r, g, b] = colourAt(BLUES, matrix[i][j] / scale);
+        const [r, g, b] = rgb(i, j);
         const at = (i * cols + j) * 4;
         image.data[at] = r;
         image.data[at + 1] = g;
@@ -156,6 +155,13 @@
     }
     ctx.putImageData(image, 0, 0);
     return canvas;
+  }
+
+  // One pixel per weight (Tk wide, Tq high), coloured by weight / max, or with `perRow`, by
+  // weight / its row's largest weight.
+  function heatImage(matrix, max, perRow) {
+    const scales = matrix.map((row) => (perRow ? Math.max(...row) || 1 : max));
+    return pixelImage(matrix, (i, j) => colourAt(BLUES, matrix[i][j] / scales[i]));
   }
 
   // Draw a small source canvas onto `canvas`: crisp blocks when enlarging, averaged when not.
@@ -1010,8 +1016,8 @@
   app.dataset.mode = data.mode;
   try {
     if (data.mode === "compare") {
-      qkvCompare.page(app, data, { el, header, heatImage, drawScaled, maxOf, colourTable, shown,
-        fixed, cellSize, legend });
+      qkvCompare.page(app, data, { el, header, heatImage, pixelImage, drawScaled, maxOf,
+        colourTable, shown, fixed, cellSize, legend });
     } else if (data.mode === "static" && data.inline) inlinePage();
     else if (data.mode === "static") staticPage();
     else servedPage();
