@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.qkv-installed
 
-.PHONY: install demo attention-demo test test-slow lint format bench clean
+.PHONY: install demo attention-demo test test-slow lint format tutorials bench clean
 
 install: $(STAMP)
 
@@ -77,6 +77,11 @@ test: lint
 # The learning tests through the real CLI (each translation model learns the reverse task).
 test-slow: $(STAMP)
 	$(PYTEST) -q -n 2 -m slow
+
+# Every tutorial (docs/tutorials/*.py) run in full, its outputs written beside it as .ipynb (the
+# site shows those); `make test` runs each in smoke mode. About ten minutes each on a 2-core CPU.
+tutorials: $(STAMP)
+	$(PY) tools/notebooks.py docs/tutorials/*.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/attention.py

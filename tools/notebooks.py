@@ -57,7 +57,9 @@ def execute(
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    saved = {k: os.environ.get(k) for k in ("QKV_TUTORIAL_MODE", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    saved = {
+        k: os.environ.get(k) for k in ("QKV_TUTORIAL_MODE", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     os.environ.update(
         QKV_TUTORIAL_MODE=mode, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)
     )
@@ -79,6 +81,19 @@ def execute(
     return notebook
 
 
+def _machine() -> str:
+    """This machine's CPU model and core count, as /proc/cpuinfo names it."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
 def main(argv: list[str] | None = None) -> int:
     import nbformat
 
@@ -95,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         notebook = execute(read(path), mode=args.mode, threads=args.threads)
         wall = time.perf_counter() - start
         if args.mode == "full":
+            notebook.metadata["qkv"] = {
+                "mode": args.mode,
+                "seconds": round(wall, 1),
+                "threads": args.threads,
+                "machine": _machine(),
+            }
             out = path.with_suffix(".ipynb")
             partial = out.with_name(f".{out.name}.partial")
             nbformat.write(notebook, partial)
