@@ -26,6 +26,7 @@ from tests.commands import ROOT, qkv_process  # noqa: E402
 from tests.explorer.models import explorer_models  # noqa: E402
 from tests.explorer.test_api import digit_png  # noqa: E402
 
+FIXTURE_RUNS = ROOT / "tests" / "fixtures" / "runs"
 DATA = re.compile(r'<script id="qkv-data" type="application/json">(.*?)</script>', re.S)
 
 
@@ -63,7 +64,7 @@ def test_explore_writes_one_self_contained_page(dirs, tmp_path):
 
 def test_explore_neuron_and_rollout_add_vectors_and_views(tmp_path, capsys):
     out = tmp_path / "page.html"
-    run = str(ROOT / "tests" / "fixtures" / "runs" / "classification")
+    run = str(FIXTURE_RUNS / "classification")
     assert (
         main(["explore", "--model", run, "a good film", "--neuron", "--rollout", "-o", str(out)])
         == 0
@@ -76,6 +77,18 @@ def test_explore_neuron_and_rollout_add_vectors_and_views(tmp_path, capsys):
     assert main(["explore", "--model", run, "a good film", "-o", str(out)]) == 0
     (plain,) = page_json(out.read_text(encoding="utf-8"))["result"]["views"]
     assert "neuron" not in plain  # opt-in
+
+
+def test_explore_neuron_adds_vectors_to_every_view_of_a_translation(tmp_path, capsys):
+    out = tmp_path / "page.html"
+    run = str(FIXTURE_RUNS / "translation")
+    assert main(["explore", "--model", run, "a b c d", "--neuron", "-o", str(out)]) == 0
+    views = page_json(out.read_text(encoding="utf-8"))["result"]["views"]
+    assert [v["id"] for v in views] == ["cross", "encoder", "decoder"]
+    for view in views:
+        q, k = view["neuron"]["q"], view["neuron"]["k"]
+        assert len(q) == len(k) == len(view["layers"])  # one (H, Tq, Dk), (H, Tk, Dk) per layer
+        assert len(q[0][0]) == len(view["queries"]) and len(k[0][0]) == len(view["keys"])
 
 
 def test_inlined_data_cannot_close_its_script():
@@ -100,8 +113,8 @@ def test_inlined_data_cannot_close_its_script():
          "the text has a lone surrogate (U+DCE9 at character 3)"),  # bytes not UTF-8 in argv
         (("explore", "--model", "{translation}", "a", "-o", "{tmp}/a.png"), "an .html file"),
         (("explore", "--model", "{tmp}", "a", "-o", "{tmp}/a.html"), "no model directory"),
-        (("explore", "--model", "{translation}", "a", "--neuron", "-o", "{tmp}/a.html"),
-         "no query and key vectors: the neuron view is for the language model"),
+        (("explore", "--model", "{summarisation}", "the king", "--neuron", "-o", "{tmp}/a.html"),
+         "the neuron view needs a qkv Transformer's own multi-head attention; this Seq2SeqRNN"),
         (("explore", "--model", "{translation}", "a", "--rollout", "-o", "{tmp}/a.html"),
          "no rollout view"),
         (("serve", "--model", "{translation}", "--port", "70000"), "--port must be between"),
@@ -113,7 +126,8 @@ def test_inlined_data_cannot_close_its_script():
 def test_bad_input_exits_2(dirs, tmp_path, argv, message, capsys):
     # In process (the CLI's own entry point, without a new interpreter each time).
     (tmp_path / "notes.png").write_text("not an image")
-    values = {"vit": dirs["vit"], "translation": dirs["translation"], "tmp": tmp_path}
+    values = {"vit": dirs["vit"], "translation": dirs["translation"], "tmp": tmp_path,
+              "summarisation": FIXTURE_RUNS / "summarisation"}  # fmt: skip
     assert main([a.format(**values) for a in argv]) == 2
     stderr = capsys.readouterr().err
     assert message in stderr and "Traceback" not in stderr

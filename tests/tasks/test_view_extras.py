@@ -135,9 +135,7 @@ def test_flow_is_left_out_above_its_limit_and_the_title_says_so():
 
 def test_a_task_without_them_refuses_the_request():
     runner = Translator.load(RUNS / "translation")
-    options = ViewOptions(neuron=True)
-    with pytest.raises(ValueError, match="no query and key vectors"):
-        check_extras(runner.views("a b", options), options)
-    options = ViewOptions(rollout=True)
-    with pytest.raises(ValueError, match="no rollout view"):
-        check_extras(runner.views("a b", options), options)
+    with pytest.raises(ValueError, match="no rollout view: rollout is for the encoder classifier"):
+        runner.views("a b", ViewOptions(rollout=True))  # the runner's own views refuse it
+    with pytest.raises(ValueError, match="no query and key vectors: the neuron view is for qkv"):
+        check_extras(runner.views("a b"), ViewOptions(neuron=True))

@@ -64,13 +64,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     explore.add_argument(
         "--neuron",
         action="store_true",
-        help="Transformers (language model, encoder classifier/tagger): add each layer's query "
-        "and key vectors, for the page's neuron view (a larger page)",
+        help="qkv Transformers (language model, encoder classifier/taggers, translation, "
+        "summarisation and dialogue): add each layer's query and key vectors, for the page's "
+        "neuron view (a larger page)",
     )
     explore.add_argument(
         "--rollout",
         action="store_true",
-        help="encoder classifier/tagger: add the attention rollout view (and flow, up to 32 "
+        help="encoder classifier/taggers: add the attention rollout view (and flow, up to 32 "
         "tokens)",
     )
     explore.set_defaults(run=run_explore)

@@ -27,7 +27,6 @@ from qkv.explorer.views import (
 )
 from qkv.tasks.run_dir import model_task
 from qkv.tasks.spec import Seen, TaskSpec, ViewOptions
-from qkv.tasks.view_extras import check_extras
 
 
 @dataclass(frozen=True)
@@ -155,7 +154,7 @@ class ExplorerModel:
         )
         with self.lock:
             try:
-                seen = check_extras(self.runner.views(item, options), options)
+                seen = self.runner.views(item, options)  # refuses extras it cannot show
             except ValueError as error:  # the library's own checks name what is wrong
                 raise InputError(str(error)) from None
         return seen, described

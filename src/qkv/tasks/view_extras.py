@@ -5,12 +5,18 @@ attention rollout and flow (Abnar & Zuidema 2020) as views of their own.
     (tokens, layers), vectors = with_vectors(model, lambda: runner.attention(text))
     view = TokenView(..., vectors=vectors)
     views += summary_views(tokens, layers)
+
+    maps, vectors = seq2seq_vectors(model, teacher_forced_pass)   # {"encoder": [(q, k)], ...}
+
+Every runner's ``views`` is wrapped in :func:`checked_views`, so that a request its model cannot
+serve is refused rather than ignored.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -19,11 +25,20 @@ from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.neuron import head_vectors
 from qkv.attention.rollout import attention_rollout
+from qkv.models.transformer.model import Transformer
 from qkv.tasks.spec import Seen, TokenView, ViewOptions, encoder_views
 
-__all__ = ["check_extras", "encoder_token_views", "summary_views", "with_vectors"]
+__all__ = [
+    "check_extras",
+    "checked_views",
+    "encoder_token_views",
+    "seq2seq_vectors",
+    "summary_views",
+    "with_vectors",
+]
 
 Result = TypeVar("Result")
+Views = TypeVar("Views", bound=Callable[..., Seen])
 
 
 def with_vectors(
@@ -31,13 +46,73 @@ def with_vectors(
 ) -> tuple[Result, list[tuple[Tensor, Tensor]]]:
     """Run ``compute`` (one forward pass of ``model`` on one sequence) and return its result
     with each attention call's query vectors ``(H, Tq, Dk)`` and key vectors ``(Hkv, Tk, Dk)``,
-    recomputed from the inputs the call received (:func:`~qkv.attention.neuron.head_vectors`).
+    in call order, recomputed from the inputs the call received
+    (:func:`~qkv.attention.neuron.head_vectors`).
 
     Raises:
         ValueError: the model called no qkv attention module (a model without them, such as a
             BERT encoder or an LSTM, has no vectors to show), or a call used a cache or a batch.
             (A :class:`TokenView` refuses vectors that do not match its layers.)
     """
+    result, calls = _recorded(model, compute)
+    return result, [pair for _, pair in calls]
+
+
+def seq2seq_vectors(
+    model: nn.Module, forward: Callable[[], Result]
+) -> tuple[Result, dict[str, list[tuple[Tensor, Tensor]]]]:
+    """Run ``forward``, ONE teacher-forced pass of an encoder-decoder Transformer on one
+    (source, ``<s>`` + target) pair, and return its result with the query and key vectors of
+    each attention it returns, by kind and layer as
+    :meth:`~qkv.models.transformer.model.Transformer.attention_modules` names them
+    (``"encoder"``, ``"decoder"``, ``"cross"``): each recorded call is placed by the module that
+    made it, not by the order of the calls.
+
+    Decoding (cached steps, or the lean decoder that calls no module) must stay outside
+    ``forward``: the vectors explain the weights of this pass, which the views show.
+
+    Raises:
+        ValueError: the model is no qkv Transformer (an RNN's additive or multiplicative
+            attention has no query and key heads), or an attention module ran other than once.
+    """
+    if not isinstance(model, Transformer):
+        raise ValueError(
+            f"the neuron view needs a qkv Transformer's own multi-head attention; this "
+            f"{type(model).__name__} has none (an RNN's Bahdanau or Luong attention has no query "
+            "and key heads to show); leave out neuron"
+        )
+    modules = model.attention_modules()
+    where = {
+        id(m): (kind, index) for kind, layer in modules.items() for index, m in enumerate(layer)
+    }
+    found: dict[str, list[tuple[Tensor, Tensor] | None]] = {
+        kind: [None] * len(layer) for kind, layer in modules.items()
+    }
+    result, calls = _recorded(model, forward)
+    for module, pair in calls:
+        if id(module) not in where:
+            raise ValueError("an attention module outside the Transformer's layers ran")
+        kind, index = where[id(module)]
+        if found[kind][index] is not None:
+            raise ValueError(
+                f"the {kind} attention of layer {index} ran twice: the neuron view needs one "
+                "teacher-forced pass"
+            )
+        found[kind][index] = pair
+    vectors: dict[str, list[tuple[Tensor, Tensor]]] = {}
+    for kind, pairs in found.items():
+        missing = [index for index, pair in enumerate(pairs) if pair is None]
+        if missing:
+            raise ValueError(f"the {kind} attention of layers {missing} did not run")
+        vectors[kind] = [pair for pair in pairs if pair is not None]
+    return result, vectors
+
+
+def _recorded(
+    model: nn.Module, compute: Callable[[], Result]
+) -> tuple[Result, list[tuple[MultiHeadAttention, tuple[Tensor, Tensor]]]]:
+    """``compute()`` and, per attention call in call order, its module and its query
+    ``(H, Tq, Dk)`` and key ``(Hkv, Tk, Dk)`` vectors (what :func:`with_vectors` raises)."""
     calls: list[tuple[MultiHeadAttention, Tensor, Tensor | None, Tensor | None]] = []
 
     def record(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -65,7 +140,7 @@ def with_vectors(
         if query.size(0) != 1:
             raise ValueError(f"the neuron view shows one sequence, got a batch of {query.size(0)}")
         q, k = head_vectors(module, query, key, positions)  # (1, H, Tq, Dk), (1, Hkv, Tk, Dk)
-        vectors.append((q[0].float(), k[0].float()))
+        vectors.append((module, (q[0].float(), k[0].float())))
     return result, vectors
 
 
@@ -115,18 +190,30 @@ def encoder_token_views(
 
 
 def check_extras(seen: Seen, options: ViewOptions) -> Seen:
-    """``seen`` as it is, or a ``ValueError`` when it lacks what ``options`` asked for (a task
-    whose runner does not make query and key vectors, or rollout views, ignores the request:
-    this turns that silence into an error)."""
+    """``seen`` as it is, or a ``ValueError`` when it lacks what ``options`` asked for (a
+    runner whose model makes no query and key vectors, or no rollout views, would otherwise
+    ignore the request). Every runner's ``views`` calls it (:func:`checked_views`)."""
     tokens = [v for v in seen.views if isinstance(v, TokenView)]
     if options.neuron and not any(v.vectors is not None for v in tokens):
         raise ValueError(
-            "this model's views carry no query and key vectors: the neuron view is for the "
-            "language model and the encoder classifier and tagger; leave out neuron"
+            "this model's views carry no query and key vectors: the neuron view is for qkv "
+            "Transformers (the language model, the encoder classifier and taggers, the "
+            "translation, summarisation and dialogue Transformers); leave out neuron"
         )
     if options.rollout and not any(v.id == "rollout" for v in tokens):
         raise ValueError(
-            "this model has no rollout view: rollout is for the encoder classifier and tagger; "
-            "leave out rollout"
+            "this model has no rollout view: rollout is for the encoder classifier and taggers "
+            "(tagging, ner); leave out rollout"
         )
     return seen
+
+
+def checked_views(views: Views) -> Views:
+    """A runner's ``views(item, options=None)`` that refuses, by :func:`check_extras`, the
+    ``neuron`` or ``rollout`` its model cannot show, instead of returning views without them."""
+
+    @functools.wraps(views)
+    def checked(self: Any, item: Any, options: ViewOptions | None = None) -> Seen:
+        return check_extras(views(self, item, options), options or ViewOptions())
+
+    return cast(Views, checked)

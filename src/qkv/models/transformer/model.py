@@ -43,6 +43,7 @@ from torch import Tensor, nn
 
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import padding_mask
+from qkv.attention.multihead import MultiHeadAttention
 from qkv.layers.copy import (
     CopyEncoding,
     CopyHead,
@@ -157,6 +158,17 @@ class Transformer(nn.Module):
         with torch.no_grad():
             self.src_embed.weight[self.config.pad_id].zero_()
             self.tgt_embed.weight[self.config.pad_id].zero_()
+
+    def attention_modules(self) -> dict[str, list[MultiHeadAttention]]:
+        """The module behind each attention :meth:`forward` returns, by the same kind and
+        layer: ``"encoder"`` (each encoder layer's self-attention), ``"decoder"`` (each decoder
+        layer's causal self-attention) and ``"cross"`` (each decoder layer's cross-attention).
+        What the neuron view maps each recorded call to (:mod:`qkv.tasks.view_extras`)."""
+        return {
+            "encoder": [layer.self_attn for layer in self.encoder.layers],
+            "decoder": [layer.self_attn for layer in self.decoder.layers],
+            "cross": [layer.cross_attn for layer in self.decoder.layers],
+        }
 
     # -- embeddings -------------------------------------------------------------------------------
 

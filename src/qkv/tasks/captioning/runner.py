@@ -32,6 +32,7 @@ from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
+from qkv.tasks.view_extras import checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 EXTRA_WORDS = 2  # a strip of n tiles may be captioned with up to n + 2 words
@@ -337,6 +338,7 @@ class Captioner:
             image = decode_image(data, channels=channels, size=(height, tiles * width), name=name)
         return image
 
+    @checked_views
     def views(self, item: Tensor, options: ViewOptions | None = None) -> Seen:
         """The caption of the strip ``item`` (greedy, or with a beam of ``options.beam``) and each
         word's attention over it."""

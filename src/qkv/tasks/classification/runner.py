@@ -30,7 +30,7 @@ from qkv.tasks.spec import (
     TokenView,
     ViewOptions,
 )
-from qkv.tasks.view_extras import encoder_token_views
+from qkv.tasks.view_extras import checked_views, encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -205,6 +205,7 @@ class Classifier:
         """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
         return self.evaluate(split, limit=limit).report(complete=limit is None)
 
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The label of ``item`` and the encoder's self-attention over it; with
         ``options.pooling``, the pooling's weights over the tokens first (one row per hop)."""

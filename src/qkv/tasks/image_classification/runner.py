@@ -27,6 +27,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
+from qkv.tasks.view_extras import checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json
 
 
@@ -211,6 +212,7 @@ class ImageClassifier:
             data, channels=channels, size=(height, width), name=name, max_side=max_side
         )
 
+    @checked_views
     def views(self, item: Tensor, options: ViewOptions | None = None) -> Seen:
         """The class of the ``uint8 (C, H, W)`` image ``item`` and its [CLS] attention: the
         rollout, then each layer's head mean and heads."""

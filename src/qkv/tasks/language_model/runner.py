@@ -40,7 +40,7 @@ from qkv.tasks.run_dir import (
     load_model_run_config,
 )
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
-from qkv.tasks.view_extras import with_vectors
+from qkv.tasks.view_extras import checked_views, with_vectors
 from qkv.training.checkpoint import load_weights
 
 
@@ -353,6 +353,7 @@ class LanguageModel:
             )
         return requested
 
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """Continue the prompt ``item`` greedily by ``options.new_tokens`` tokens, then the
         causal self-attention over prompt and continuation."""

@@ -17,6 +17,7 @@ from qkv.tasks.run_dir import check_split
 from qkv.tasks.spec import EvaluateOptions, Report, Seen, ViewOptions
 from qkv.tasks.tagging.output import entity_records, spans_text
 from qkv.tasks.tagging.runner import Tagger
+from qkv.tasks.view_extras import checked_views
 
 BOOTSTRAP_RESAMPLES = 1000
 
@@ -110,6 +111,7 @@ class EntityTagger(Tagger):
         result = self.evaluate(split, limit=limit)
         return Report(split, result.lines(), result.record(), complete=limit is None)
 
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The entities of ``item``, its tags and the encoder's self-attention over it."""
         seen = super().views(item, options)

@@ -48,6 +48,7 @@ from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.view_extras import checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 # How each kind of reader reads (qkv.tasks.reading.inputs.INPUT_KINDS).
@@ -425,6 +426,7 @@ class Reader:
         question, passage = self.split_input(text)
         return len(question_words(question)) + len(question_words(passage))
 
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The answer to the question in ``item`` (:meth:`split_input`) and the reader's
         attention over the passage: a cloze reader's question-to-passage attention; a span
@@ -437,14 +439,12 @@ class Reader:
             views: list[TokenView | ImageView] = []
             if answer.attention:
                 weights = torch.tensor(answer.attention)[None, None]  # (H=1, Tq=1, S)
-                views.append(
-                    TokenView("question", "question-to-passage attention", [PLACEHOLDER],
-                              words, [weights], False, ("passage", "question"))
-                )  # fmt: skip
+                views.append(TokenView("question", "question-to-passage attention",
+                                       [PLACEHOLDER], words, [weights], False,
+                                       ("passage", "question")))  # fmt: skip
             return Seen(output, views, "the passage")
         weights = torch.tensor([answer.start, answer.end])[None]  # (1, 2, S)
         view: TokenView | ImageView = TokenView(
             "span", "answer start and end over the passage", ["start", "end"], words, [weights],
-            False, ("passage", "pointer"),
-        )  # fmt: skip
+            False, ("passage", "pointer"))  # fmt: skip
         return Seen(output, [view], "the passage")

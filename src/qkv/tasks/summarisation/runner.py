@@ -14,7 +14,7 @@ the shares of copied and ``<unk>`` output words.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,6 +43,7 @@ from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
 from qkv.tasks.summarisation.inputs import TextExample, collate_examples, encode_example, text_loss
+from qkv.tasks.view_extras import checked_views, seq2seq_vectors
 from qkv.training.checkpoint import load_weights
 
 __all__ = ["VOCAB_FILE", "Replier", "Response", "Summariser", "TextReport", "TextToText"]
@@ -118,19 +119,23 @@ class TextToText:
         """The tokens the encoder reads for ``text``, ``</s>`` included."""
         return len(summary_tokens(one_text(text))) + 1
 
-    def _examples(self, texts: list[str], *, single: bool) -> list[TextExample]:
-        warn_empty(texts, consequence=NOTHING_READ, single=single, stacklevel=4)
+    def _examples(
+        self, texts: list[str], *, single: bool, stacklevel: int = 4
+    ) -> list[TextExample]:
+        """Each text read, after the checks (warnings point at the caller of the public method:
+        ``stacklevel`` 4 when that method calls this one)."""
+        warn_empty(texts, consequence=NOTHING_READ, single=single, stacklevel=stacklevel)
         examples = [encode_example(text, "", self.vocab) for text in texts]
         if self.limits is not None:
             check_lengths(
                 [len(e.src) for e in examples], texts, self.limits,
                 advice=f"cut it into parts and {self.task} each",
                 consequence=f"the {self.noun} may miss what comes late in them", single=single,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )  # fmt: skip
         warn_unknown(
             [e.src[:-1] for e in examples], texts, UNK_ID,
-            consequence="the model cannot read them", single=single, stacklevel=4,
+            consequence="the model cannot read them", single=single, stacklevel=stacklevel,
         )  # fmt: skip
         return examples
 
@@ -217,31 +222,48 @@ class TextToText:
         forcing): every attention by kind (``(H, Tq, Tk)`` per layer) with the copy attention
         as ``"copy"`` ``[(1, T + 1, S)]``, and ``p_gen`` ``(T + 1,)`` (``None`` unless the model
         copies)."""
+        response, forward = self._teacher_forced(text, beam_size)
+        maps, p_gen = forward()
+        return response, maps, p_gen
+
+    def _teacher_forced(
+        self, text: str, beam_size: int | None
+    ) -> tuple[Response, Callable[[], tuple[dict[str, list[Tensor]], Tensor | None]]]:
+        """:meth:`respond` for one text, and the teacher-forced pass of :meth:`details`, not
+        yet run (the neuron view records that pass alone, not the decoding)."""
         text = one_text(text, several="respond(texts)")
         beam, _ = self._sizes(beam_size, None)
-        (example,) = self._examples([text], single=True)
+        (example,) = self._examples([text], single=True, stacklevel=5)  # through this method
         (response,) = self._respond([text], [example], beam, 1, False)
         batch = collate_examples([example]).to(_device(self.model))
         ids = self.vocab.target_ids(response.tokens, example.oovs)
         tgt_in = torch.tensor([[BOS_ID, *ids]], device=batch.src.device)
         extra = {"src_ext": batch.src_ext} if self.copying else {}
-        with torch.inference_mode():
-            out = self.model.eval()(batch.src, batch.src_lengths, tgt_in, need_weights=True,
-                                    **extra)  # fmt: skip
-        maps = {kind: [layer[0] for layer in layers] for kind, layers in out.attentions.items()
-                if layers}  # fmt: skip
-        p_gen = None
-        if out.copy is not None:
-            maps["copy"] = [out.copy.weights[0][None]]  # (1, T + 1, S)
-            p_gen = out.copy.p_gen[0]  # (T + 1,)
-        return response, maps, p_gen
 
+        def forward() -> tuple[dict[str, list[Tensor]], Tensor | None]:
+            with torch.inference_mode():
+                out = self.model.eval()(batch.src, batch.src_lengths, tgt_in, need_weights=True,
+                                        **extra)  # fmt: skip
+            maps = {kind: [layer[0] for layer in layers] for kind, layers in out.attentions.items()
+                    if layers}  # fmt: skip
+            if out.copy is None:
+                return maps, None
+            maps["copy"] = [out.copy.weights[0][None]]  # (1, T + 1, S)
+            return maps, out.copy.p_gen[0]  # p_gen (T + 1,)
+
+        return response, forward
+
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The output for ``item`` and its attention: the copy attention first (its rows
         labelled with ``p_gen``, copied words marked), then the decoder's cross-attention and,
-        for a Transformer, the encoder's and decoder's self-attention."""
-        beam = (options or ViewOptions()).beam
-        response, maps, p_gen = self.details(item, beam_size=beam)
+        for a Transformer, the encoder's and decoder's self-attention; with ``options.neuron``,
+        a Transformer's query and key vectors on its own attentions (an RNN refuses)."""
+        options = options or ViewOptions()
+        response, forward = self._teacher_forced(item, options.beam)
+        (maps, p_gen), vectors = (
+            seq2seq_vectors(self.model, forward) if options.neuron else (forward(), {})
+        )
         written = [*response.tokens, "</s>"]
         rows = list(written)
         if p_gen is not None:
@@ -255,7 +277,8 @@ class TextToText:
                    response.source_tokens, True),
                   ("decoder", "decoder self-attention", written, read, True))  # fmt: skip
         views: list[TokenView | ImageView] = [
-            TokenView(kind, title, q, k, maps[kind], self_attention=own)
+            TokenView(kind, title, q, k, maps[kind], self_attention=own,
+                      vectors=vectors.get(kind))
             for kind, title, q, k, own in titles if kind in maps
         ]  # fmt: skip
         output = {

@@ -33,7 +33,7 @@ from qkv.tasks.tagging.inputs import (
     word_scores,
 )
 from qkv.tasks.tagging.output import ENTITY_FORMATS, TAG_FORMATS, check_format, render_tagged
-from qkv.tasks.view_extras import encoder_token_views
+from qkv.tasks.view_extras import checked_views, encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -238,6 +238,7 @@ class Tagger:
         record = {k: v for k, v in asdict(result).items() if k != "split"}
         return Report(split, result.lines(), record, complete=limit is None)
 
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The tags of ``item`` and the encoder's self-attention over it."""
         views = encoder_token_views(

@@ -4,7 +4,7 @@ views of one translation's attention (:meth:`Translator.views`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -43,6 +43,7 @@ from qkv.tasks.run_dir import (
 from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.tasks.translation.report import EvaluationReport
+from qkv.tasks.view_extras import checked_views, seq2seq_vectors
 from qkv.training.checkpoint import load_weights
 
 # The attentions of a translation model, in the order shown: (id, title, queries, keys) with
@@ -184,13 +185,15 @@ class Translator:
     def _longest_token(self) -> int:
         return longest_token(self.source_tokenizer)
 
-    def _encode(self, texts: list[str], *, single: bool) -> list[list[int]]:
+    def _encode(self, texts: list[str], *, single: bool, stacklevel: int = 5) -> list[list[int]]:
         """Source ids of each text, EOS added, after the checks of :func:`source_ids`
-        (warnings point at the caller of the public method)."""
+        (warnings point at the caller of the public method: ``stacklevel`` 5 when that method
+        calls this one)."""
         longest = 0 if self.limits is None else self._longest_token  # read only with limits
         ids = source_ids(
-            texts, self.source_tokenizer, self.limits, longest=longest, single=single, stacklevel=5
-        )
+            texts, self.source_tokenizer, self.limits, longest=longest, single=single,
+            stacklevel=stacklevel,
+        )  # fmt: skip
         return [[*row, EOS_ID] for row in ids]
 
     def translate(
@@ -275,22 +278,33 @@ class Translator:
         ``t`` is the step that produced ``translation.target_pieces[t]`` from the inputs
         ``<s>``, ``target_pieces[:t]``. ``text`` is checked as :meth:`translate` checks
         each of its texts."""
+        translation, forward = self._teacher_forced(text, beam_size)
+        return translation, forward()
+
+    def _teacher_forced(
+        self, text: str, beam_size: int | None
+    ) -> tuple[Translation, Callable[[], dict[str, list[Tensor]]]]:
+        """Translate ``text`` and return the teacher-forced pass of :meth:`attentions`, not yet
+        run (the neuron view records that pass alone, not the decoding)."""
         text = one_text(text, several="translate(texts)")
         beam_size, _ = self._check_sizes(beam_size, None)
-        (source,) = self._encode([text], single=True)
+        (source,) = self._encode([text], single=True, stacklevel=6)  # through this method
         (translation,) = self._translate([text], [source], beam_size, 1)
         device = _device_of(self.model)
         src = torch.tensor([source], device=device)
         tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]], device=device)
         lengths = torch.tensor([len(source)], device=device)
-        with torch.inference_mode():
-            out = self.model.eval()(src, lengths, tgt_in, need_weights=True)
-        maps = {
-            kind: [layer[0] for layer in layers]  # (H, Tq, Tk) per layer
-            for kind, layers in out.attentions.items()
-            if layers
-        }
-        return translation, maps
+
+        def forward() -> dict[str, list[Tensor]]:
+            with torch.inference_mode():
+                out = self.model.eval()(src, lengths, tgt_in, need_weights=True)
+            return {
+                kind: [layer[0] for layer in layers]  # (H, Tq, Tk) per layer
+                for kind, layers in out.attentions.items()
+                if layers
+            }
+
+        return translation, forward
 
     def evaluate(
         self,
@@ -340,16 +354,19 @@ class Translator:
         examples = 5 if options.examples is None else options.examples
         return Report(split, report.lines(examples), report.record(), complete=limit is None)
 
+    @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """Translate ``item`` (with ``options.beam``) and return its cross-attention, then
-        for Transformers the encoder's and the decoder's self-attention."""
-        beam = (options or ViewOptions()).beam
-        translation, maps = self.attentions(item, beam_size=beam)
+        for Transformers the encoder's and the decoder's self-attention; with
+        ``options.neuron``, a Transformer's query and key vectors on each (an RNN refuses)."""
+        options = options or ViewOptions()
+        translation, forward = self._teacher_forced(item, options.beam)
+        maps, vectors = seq2seq_vectors(self.model, forward) if options.neuron else (forward(), {})
         source, target = translation.source_pieces, translation.target_pieces
         tokens = {"source": source, "target": target, "read": ["<s>", *target[:-1]]}
         views: list[TokenView | ImageView] = [
             TokenView(view_id, title, tokens[rows], tokens[cols], maps[view_id],
-                      self_attention=view_id != "cross")
+                      self_attention=view_id != "cross", vectors=vectors.get(view_id))
             for view_id, title, rows, cols in VIEWS
             if view_id in maps
         ]  # fmt: skip

@@ -1,0 +1,58 @@
+"""No runner ignores what a view asks for: for the old run of every task
+(``tests/fixtures/runs``), ``views(input, ViewOptions(neuron=True))`` returns query and key
+vectors on at least one view or raises a ``ValueError`` that says to leave ``neuron`` out, and
+so for ``rollout``, called on the runner directly (not only through the explorer). Which tasks
+show which is pinned, so that a runner that stops showing one fails here too."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qkv.tasks.registry import TASKS
+from qkv.tasks.run_dir import load_runner
+from qkv.tasks.spec import TokenView, ViewOptions
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+# The fixture runs' models: Transformers for translation and dialogue, a Bahdanau RNN
+# summariser, a show-attend-tell captioner, a cloze reader, a ViT (its rollout is its image
+# view's first group, not a view of its own).
+SHOWN = {
+    "neuron": {"translation", "dialogue", "language_model", "classification", "tagging", "ner"},
+    "rollout": {"classification", "tagging", "ner"},
+}
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@functools.cache
+def _run(name: str) -> tuple[Any, Any]:
+    """The run's runner and its input (read once per test process)."""
+    expected = json.loads((RUNS / f"{name}.expected.json").read_text(encoding="utf-8"))
+    spec, runner = load_runner(RUNS / name)
+    item = expected["input"]
+    return runner, runner.read_image(RUNS / item) if spec.input == "image" else item
+
+
+def _shows(views: list, extra: str) -> bool:
+    tokens = [v for v in views if isinstance(v, TokenView)]
+    if extra == "neuron":
+        return any(v.vectors is not None for v in tokens)
+    return any(v.id == "rollout" for v in tokens)
+
+
+@pytest.mark.parametrize("extra", ["neuron", "rollout"])
+@pytest.mark.parametrize("name", list(TASKS))
+def test_views_show_the_extra_or_refuse_it(name, extra):
+    runner, item = _run(name)
+    options = ViewOptions(**{extra: True})
+    if name in SHOWN[extra]:
+        assert _shows(runner.views(item, options).views, extra)
+        assert not _shows(runner.views(item).views, extra)  # opt-in
+    else:
+        with pytest.raises(ValueError, match=f"leave out {extra}"):
+            runner.views(item, options)
