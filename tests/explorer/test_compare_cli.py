@@ -1,7 +1,8 @@
 """``qkv explore --model DIR --compare DIR2 INPUT -o page.html``: a saved translation run against
 a "snapshot" of it (a copy with slightly moved weights, in ``snapshots/5min/`` as training
-writes them) gives the compare page, whose difference is the two models' own B - A; two models
-of different tasks, or whose translations differ, exit 2 with one line and write nothing."""
+writes them) gives the compare page, whose difference is the two models' own B - A; when their
+translations differ, B reads A's (``ViewOptions.target``) and says so; two models of different
+tasks exit 2 with one line and write nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 import qkv
 from qkv.cli.main import main
+from qkv.tasks.spec import ViewOptions
 from qkv.viz.view_json import DIGITS
 from tests.viz.test_compare import perturbed_copy
 
@@ -51,17 +53,33 @@ def test_explore_compare_writes_the_compare_page(snapshot, tmp_path, capsys):
     torch.testing.assert_close(got, expected, atol=ROUNDING, rtol=0)
 
 
-def test_explore_compare_refuses_another_task_or_another_translation(tmp_path, capsys):
+def test_explore_compare_refuses_another_task(tmp_path, capsys):
     out = tmp_path / "a.html"
-    translation, classification = RUNS / "translation", RUNS / "classification"
+    argv = ["explore", "--model", str(RUNS / "translation"), "--compare"]
+    assert main([*argv, str(RUNS / "classification"), "a b c d", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "a text classifier; compare two models of one task" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_explore_compare_of_two_translations_has_b_read_a_s(tmp_path, capsys):
+    """A model that translates "a b c d" otherwise is shown reading A's translation (teacher
+    forced on it), and its line says its output was given; the difference is of those weights."""
+    translation = RUNS / "translation"
     far = perturbed_copy(translation, tmp_path, scale=0.1)  # translates "a b c d" differently
-    cases = [
-        (classification, "a text classifier; compare two models of one task"),
-        (far, "view 'cross': the queries differ (translation has 18 tokens, "),
-    ]
-    for other, message in cases:
-        argv = ["explore", "--model", str(translation), "--compare", str(other), "a b c d"]
-        assert main([*argv, "-o", str(out)]) == 2
-        err = capsys.readouterr().err
-        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-        assert not out.exists()
+    a, b_own = qkv.load(translation).views("a b c d"), qkv.load(far).views("a b c d")
+    assert a.output["text"] != b_own.output["text"]
+    out = tmp_path / "compare.html"
+    argv = ["explore", "--model", str(translation), "--compare", str(far), "a b c d"]
+    assert main([*argv, "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith("(given: read, not written by this model)")
+    data = json.loads(DATA.search(out.read_text(encoding="utf-8")).group(1))
+    read = qkv.load(far).views("a b c d", ViewOptions(target=a.output["text"]))
+    a_read = qkv.load(translation).views("a b c d", ViewOptions(target=a.output["text"]))
+    first = a if a.view("cross").queries == read.view("cross").queries else a_read
+    pair = next(p for p in data["pairs"] if p["id"] == "cross")
+    expected = read.view("cross").layers[-1].double() - first.view("cross").layers[-1].double()
+    got = torch.tensor(pair["diff"][-1], dtype=torch.float64)
+    torch.testing.assert_close(got, expected, atol=ROUNDING, rtol=0)

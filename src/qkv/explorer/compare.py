@@ -14,7 +14,11 @@ from qkv.viz.compare import Compared
 def compare_models(models: ExplorerModels, *, limits: Limits, **given: Any) -> Compared:
     """Run the two ``models`` (A, then B) on the input ``given`` (``text`` or ``image`` and
     ``image_name``, ``max_new_tokens``: what :meth:`ExplorerModel.run` takes) and compare
-    their attention, named by the models' names.
+    their attention, named by the models' names. A model that writes text (a translator, a
+    summariser, a language model's continuation) may write something else than the other:
+    B then runs again reading A's output (:attr:`~qkv.tasks.spec.ViewOptions.target`), so that both
+    attend over the same tokens (and A too, when its text reads back as other tokens than it
+    wrote; each result's summary says when its output was read, not written).
 
     Raises:
         ValueError: not two models, or two of different tasks; what ``Seen.compare`` refuses.
@@ -29,5 +33,18 @@ def compare_models(models: ExplorerModels, *, limits: Limits, **given: Any) -> C
             "two models of one task (two runs, or a run and one of its snapshots)"
         )
     seen_a, _ = a.seen(limits=limits, **given)
+    written = seen_a.output.get("text") if getattr(b.runner, "takes_target", False) else None
+    target = written if isinstance(written, str) and written.strip() else None
     seen_b, _ = b.seen(limits=limits, **given)
+    if target is None or seen_b.output.get("text") == written:
+        return seen_a.compare(seen_b, names=(a.name, b.name))
+    seen_b, _ = b.seen(limits=limits, target=target, **given)
+    try:
+        return seen_a.compare(seen_b, names=(a.name, b.name))
+    except ValueError:
+        if target is None:
+            raise
+    # A's own tokens were not the ones its text reads back as (a subword split that decoding
+    # chose but the tokenizer would not): A reads its output as B did.
+    seen_a, _ = a.seen(limits=limits, target=target, **given)
     return seen_a.compare(seen_b, names=(a.name, b.name))

@@ -115,8 +115,10 @@ class ExplorerModel:
         max_new_tokens: int | None = None,
         limits: Limits,
         extras: ViewExtras | None = None,
+        target: str | None = None,
     ) -> tuple[Seen, dict[str, Any]]:
-        """Run the model on one input: its :class:`Seen` and the input as described in a
+        """Run the model on one input (reading ``target`` as its output instead of writing its
+        own: :attr:`ViewOptions.target`): its :class:`Seen` and the input as described in a
         result. Checks what the input alone decides (its size, its tokens against the limits)
         first, then takes the model's lock for the run.
 
@@ -150,8 +152,9 @@ class ExplorerModel:
             described = {"text": item}
         extras = extras or ViewExtras()
         options = ViewOptions(
-            new_tokens=new_tokens, name=image_name, neuron=extras.neuron, rollout=extras.rollout
-        )
+            new_tokens=0 if target is not None else new_tokens, name=image_name,
+            neuron=extras.neuron, rollout=extras.rollout, target=target,
+        )  # fmt: skip
         with self.lock:
             try:
                 seen = self.runner.views(item, options)  # refuses extras it cannot show

@@ -50,6 +50,10 @@ class EvaluateOptions:
     progress: bool = False
 
 
+# Said after a views() summary whose output came from ViewOptions.target, not from the model.
+GIVEN = " (given: read, not written by this model)"
+
+
 @dataclass(frozen=True)
 class ViewOptions:
     """What a view of one input may ask for: a translation's ``beam``; a classifier's
@@ -58,7 +62,10 @@ class ViewOptions:
     Transformer's query and key vectors on its token views (:attr:`TokenView.vectors`, for the
     page's neuron view); ``rollout``: an encoder's attention rollout (and flow, up to
     :data:`~qkv.attention.flow.MAX_FLOW_TOKENS` tokens) as views of their own. Both are off by
-    default, so that pages stay light."""
+    default, so that pages stay light. ``target``: for a model that writes text (translation,
+    summarisation, dialogue, the language model's continuation), an output to read instead of
+    its own (teacher forcing on the given text, no decoding), so that two models' attention
+    can be compared on one output (:meth:`Seen.compare`)."""
 
     beam: int | None = None
     pooling: bool = False
@@ -66,6 +73,16 @@ class ViewOptions:
     name: str = "image"
     neuron: bool = False
     rollout: bool = False
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is not None and (
+            not isinstance(self.target, str) or not self.target.strip()
+        ):
+            raise ValueError(
+                f"target must be a non-empty str (the output to read), got {self.target!r}; "
+                "leave it out (None) to read the model's own output"
+            )
 
 
 @dataclass(frozen=True)

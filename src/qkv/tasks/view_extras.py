@@ -208,12 +208,22 @@ def check_extras(seen: Seen, options: ViewOptions) -> Seen:
     return seen
 
 
+TARGET_TASKS = "translation, summarisation, dialogue and the language model"
+
+
 def checked_views(views: Views) -> Views:
     """A runner's ``views(item, options=None)`` that refuses, by :func:`check_extras`, the
-    ``neuron`` or ``rollout`` its model cannot show, instead of returning views without them."""
+    ``neuron`` or ``rollout`` its model cannot show, instead of returning views without them;
+    and a ``target`` unless the runner's class says it reads one (``takes_target = True``)."""
 
     @functools.wraps(views)
     def checked(self: Any, item: Any, options: ViewOptions | None = None) -> Seen:
-        return check_extras(views(self, item, options), options or ViewOptions())
+        options = options or ViewOptions()
+        if options.target is not None and not getattr(self, "takes_target", False):
+            raise ValueError(
+                f"target (an output to read instead of the model's own) is for models that "
+                f"write text ({TARGET_TASKS}); a {type(self).__name__} writes none: leave it out"
+            )
+        return check_extras(views(self, item, options), options)
 
     return cast(Views, checked)

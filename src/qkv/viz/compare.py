@@ -49,7 +49,8 @@ def check_tokens(view_id: str, what: str, a: Sequence[str], b: Sequence[str],
     raise ValueError(
         f"view {view_id!r}: the {what} differ ({names[0]} has {len(a)} tokens, {names[1]} has "
         f"{len(b)}; first difference at {first_difference(a, b, names)}); compare results of "
-        "the same input with the same tokens (for a model that generates, the same output)"
+        "the same input with the same tokens (for a model that writes text, have one read the "
+        "other's output: views(x, ViewOptions(target=first.output['text'])))"
     )
 
 

@@ -39,7 +39,7 @@ from qkv.tasks.run_dir import (
     check_split,
     load_model_run_config,
 )
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.view_extras import checked_views, with_vectors
 from qkv.training.checkpoint import load_weights
 
@@ -122,6 +122,8 @@ class LanguageModel:
     that reaches past ``block_size`` warns: positions past it were never trained, and past
     ``max_len`` the window slides, forgetting the start.
     """
+
+    takes_target = True  # views(prompt, ViewOptions(target=...)) reads a given continuation
 
     def __init__(
         self,
@@ -355,11 +357,19 @@ class LanguageModel:
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
-        """Continue the prompt ``item`` greedily by ``options.new_tokens`` tokens, then the
-        causal self-attention over prompt and continuation."""
+        """Continue the prompt ``item`` greedily by ``options.new_tokens`` tokens (or take
+        ``options.target`` as its continuation), then the causal self-attention over prompt and
+        continuation."""
         options = options or ViewOptions()
         continuation = ""
-        if options.new_tokens:
+        if options.target is not None:
+            if options.new_tokens:
+                raise ValueError(
+                    "a target continuation is read, not generated: pass new_tokens or target, "
+                    "not both"
+                )
+            continuation = options.target
+        elif options.new_tokens:
             sampling = replace(SamplingConfig(), temperature=0.0, max_new_tokens=options.new_tokens)
             (continuation,) = self.generate([item], sampling)
         vectors = None
@@ -373,7 +383,8 @@ class LanguageModel:
             "decoder", "causal self-attention (prompt and continuation)", tokens, tokens, layers,
             self_attention=True, vectors=vectors,
         )  # fmt: skip
-        output = {"summary": item + continuation, "text": continuation, "prompt": item}
+        given = "" if options.target is None else GIVEN
+        output = {"summary": item + continuation + given, "text": continuation, "prompt": item}
         return Seen(output, [view], subject="the prompt and its continuation")
 
 

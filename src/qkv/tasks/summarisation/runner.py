@@ -40,7 +40,7 @@ from qkv.tasks.input_checks import (
     warn_unknown,
 )
 from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
-from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.spec import GIVEN, EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
 from qkv.tasks.summarisation.inputs import TextExample, collate_examples, encode_example, text_loss
 from qkv.tasks.view_extras import checked_views, seq2seq_vectors
@@ -79,6 +79,7 @@ class TextToText:
 
     task: ClassVar[str] = ""
     noun: ClassVar[str] = "output"
+    takes_target = True  # views(text, ViewOptions(target=...)) reads a given output
 
     def __init__(
         self,
@@ -227,14 +228,18 @@ class TextToText:
         return response, maps, p_gen
 
     def _teacher_forced(
-        self, text: str, beam_size: int | None
+        self, text: str, beam_size: int | None, target: str | None = None
     ) -> tuple[Response, Callable[[], tuple[dict[str, list[Tensor]], Tensor | None]]]:
-        """:meth:`respond` for one text, and the teacher-forced pass of :meth:`details`, not
-        yet run (the neuron view records that pass alone, not the decoding)."""
+        """:meth:`respond` for one text (or ``target`` taken as its output: no decoding), and
+        the teacher-forced pass of :meth:`details`, not yet run (the neuron view records that
+        pass alone, not the decoding)."""
         text = one_text(text, several="respond(texts)")
         beam, _ = self._sizes(beam_size, None)
         (example,) = self._examples([text], single=True, stacklevel=5)  # through this method
-        (response,) = self._respond([text], [example], beam, 1, False)
+        if target is None:
+            (response,) = self._respond([text], [example], beam, 1, False)
+        else:
+            response = self._given(text, example, target)
         batch = collate_examples([example]).to(_device(self.model))
         ids = self.vocab.target_ids(response.tokens, example.oovs)
         tgt_in = torch.tensor([[BOS_ID, *ids]], device=batch.src.device)
@@ -253,6 +258,27 @@ class TextToText:
 
         return response, forward
 
+    def _given(self, text: str, example: TextExample, target: str) -> Response:
+        """``target`` as the output for ``text`` (read as the model reads its own: a word it
+        does not know is ``<unk>`` unless the source has it to copy); ``log_prob`` is NaN, as
+        no search scored it."""
+        ids = encode_example(text, target, self.vocab).tgt_ext
+        if len(ids) > self.decode.max_len:
+            raise ValueError(
+                f"target has {len(ids)} words; this {self.noun} model writes at most "
+                f"{self.decode.max_len} (decode.max_len): give a shorter target"
+            )
+        tokens = self.vocab.tokens(ids, example.oovs)
+        return Response(
+            source=text,
+            source_tokens=self.vocab.tokens(example.ext, example.oovs),
+            text=summary_text(tokens),
+            tokens=tokens,
+            copied=[i >= len(self.vocab) for i in ids],
+            log_prob=float("nan"),
+            attention=None,
+        )
+
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
         """The output for ``item`` and its attention: the copy attention first (its rows
@@ -260,7 +286,9 @@ class TextToText:
         for a Transformer, the encoder's and decoder's self-attention; with ``options.neuron``,
         a Transformer's query and key vectors on its own attentions (an RNN refuses)."""
         options = options or ViewOptions()
-        response, forward = self._teacher_forced(item, options.beam)
+        if options.target is not None and options.beam is not None:
+            raise ValueError("a target is read, not searched for: pass beam or target, not both")
+        response, forward = self._teacher_forced(item, options.beam, options.target)
         (maps, p_gen), vectors = (
             seq2seq_vectors(self.model, forward) if options.neuron else (forward(), {})
         )
@@ -282,7 +310,7 @@ class TextToText:
             for kind, title, q, k, own in titles if kind in maps
         ]  # fmt: skip
         output = {
-            "summary": response.text,
+            "summary": response.text + ("" if options.target is None else GIVEN),
             "text": response.text,
             "tokens": response.tokens,
             "copied": response.copied,

@@ -40,7 +40,7 @@ from qkv.tasks.run_dir import (
     check_split,
     load_model_run_config,
 )
-from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.spec import GIVEN, EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.tasks.translation.report import EvaluationReport
 from qkv.tasks.view_extras import checked_views, seq2seq_vectors
@@ -125,6 +125,8 @@ class Translator:
     the kernels and may translate a little differently. Other models (the RNNs, copying
     Transformers) decode through their module path, in float32 only.
     """
+
+    takes_target = True  # views(text, ViewOptions(target=...)) reads a given translation
 
     def __init__(
         self,
@@ -282,14 +284,18 @@ class Translator:
         return translation, forward()
 
     def _teacher_forced(
-        self, text: str, beam_size: int | None
+        self, text: str, beam_size: int | None, target: str | None = None
     ) -> tuple[Translation, Callable[[], dict[str, list[Tensor]]]]:
-        """Translate ``text`` and return the teacher-forced pass of :meth:`attentions`, not yet
-        run (the neuron view records that pass alone, not the decoding)."""
+        """Translate ``text`` (or take ``target`` as its translation: no decoding) and return
+        the teacher-forced pass of :meth:`attentions`, not yet run (the neuron view records that
+        pass alone, not the decoding)."""
         text = one_text(text, several="translate(texts)")
         beam_size, _ = self._check_sizes(beam_size, None)
         (source,) = self._encode([text], single=True, stacklevel=6)  # through this method
-        (translation,) = self._translate([text], [source], beam_size, 1)
+        if target is None:
+            (translation,) = self._translate([text], [source], beam_size, 1)
+        else:
+            translation = self._given(text, source, target)
         device = _device_of(self.model)
         src = torch.tensor([source], device=device)
         tgt_in = torch.tensor([[BOS_ID, *translation.target_ids]], device=device)
@@ -305,6 +311,25 @@ class Translator:
             }
 
         return translation, forward
+
+    def _given(self, text: str, source: list[int], target: str) -> Translation:
+        """``target`` as the translation of ``text`` (its ``source`` ids), as if decoded."""
+        ids = self.target_tokenizer.encode(target)
+        most = self.decode.max_len(len(source))
+        if len(ids) > most:
+            raise ValueError(
+                f"target has {len(ids)} tokens; this translator writes at most {most} for a "
+                f"source of {len(source)} tokens (decode.max_len_a and max_len_b): give a "
+                "shorter target"
+            )
+        return Translation(
+            source=text,
+            text=self.target_tokenizer.decode(ids),
+            source_pieces=self.source_tokenizer.pieces(source),
+            target_ids=ids,
+            target_pieces=self.target_tokenizer.pieces([*ids, EOS_ID]),
+            attention=None,
+        )
 
     def evaluate(
         self,
@@ -356,11 +381,14 @@ class Translator:
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
-        """Translate ``item`` (with ``options.beam``) and return its cross-attention, then
-        for Transformers the encoder's and the decoder's self-attention; with
+        """Translate ``item`` (with ``options.beam``; or read ``options.target`` as its
+        translation) and return its cross-attention, then for Transformers the encoder's and
+        the decoder's self-attention; with
         ``options.neuron``, a Transformer's query and key vectors on each (an RNN refuses)."""
         options = options or ViewOptions()
-        translation, forward = self._teacher_forced(item, options.beam)
+        if options.target is not None and options.beam is not None:
+            raise ValueError("a target is read, not searched for: pass beam or target, not both")
+        translation, forward = self._teacher_forced(item, options.beam, options.target)
         maps, vectors = seq2seq_vectors(self.model, forward) if options.neuron else (forward(), {})
         source, target = translation.source_pieces, translation.target_pieces
         tokens = {"source": source, "target": target, "read": ["<s>", *target[:-1]]}
@@ -370,7 +398,8 @@ class Translator:
             for view_id, title, rows, cols in VIEWS
             if view_id in maps
         ]  # fmt: skip
-        output = {"summary": translation.text, "text": translation.text}
+        given = "" if options.target is None else GIVEN
+        output = {"summary": translation.text + given, "text": translation.text}
         return Seen(output, views, subject="the translation")
 
     def _decode(self, sources: list[list[int]], beam_size: int, attention: bool) -> list[Any]:
