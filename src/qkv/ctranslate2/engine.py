@@ -51,7 +51,7 @@ from qkv.tasks.run_dir import (
     load_model_run_config,
 )
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
-from qkv.tasks.translation.runner import source_ids
+from qkv.tasks.translation.inputs import source_ids
 from qkv.tasks.translation.task import TASK as TRANSLATION
 
 __all__ = ["CTranslate2Generator", "CTranslate2Translator"]

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.data import SubwordTokenizer, load_corpus
-from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.data.tokens.subword import check_vocab_size
 from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import bleu_by_length, corpus_scores
@@ -23,15 +23,10 @@ from qkv.models.registry import build_config, build_model
 from qkv.models.transformer.decode import LeanTranslationDecoder, decode_weights, has_lean_step
 from qkv.models.transformer.model import Transformer
 from qkv.tasks.input_checks import (
-    NOTHING_READ,
     LengthLimits,
-    check_lengths,
     longest_token,
     one_text,
-    refuse_absurd,
     text_list,
-    warn_empty,
-    warn_unknown,
 )
 from qkv.tasks.run_dir import (
     SOURCE_TOKENIZER,
@@ -42,6 +37,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.tasks.spec import GIVEN, EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
+from qkv.tasks.translation.inputs import source_ids
 from qkv.tasks.translation.report import EvaluationReport
 from qkv.tasks.view_extras import checked_views, seq2seq_vectors
 from qkv.training.checkpoint import load_weights
@@ -64,48 +60,6 @@ class Translation:
     target_pieces: list[str]  # the generated tokens (EOS included)
     # (len(target_pieces), S) when translate(attention=True) asked for it and the model has it
     attention: Tensor | None
-
-
-SPLIT_ADVICE = "split it into sentences and translate those"
-
-
-def source_ids(
-    texts: list[str],
-    tokenizer: SubwordTokenizer,
-    limits: LengthLimits | None,
-    *,
-    longest: int,
-    single: bool = False,
-    stacklevel: int = 4,
-) -> list[list[int]]:
-    """The source ids of each text (no EOS), after the checks every translator makes: far too
-    long is an error before tokenizing (``longest``: the most characters one token holds),
-    over the trained length warns (``limits``; ``None``: no length checks), mostly unknown
-    tokens warn. ``stacklevel`` points the warnings at the caller's caller."""
-    if limits is not None:
-        refuse_absurd(texts, limits, chars_per_token=longest, advice=SPLIT_ADVICE, single=single)
-    warn_empty(texts, consequence=NOTHING_READ, single=single, stacklevel=stacklevel)
-    ids = [tokenizer.encode(text) for text in texts]
-    if limits is not None:
-        check_lengths(
-            [len(row) for row in ids],
-            texts,
-            limits,
-            advice=SPLIT_ADVICE,
-            consequence="translations this long may stop short or go astray; split long "
-            "texts into sentences",
-            single=single,
-            stacklevel=stacklevel,
-        )
-    warn_unknown(
-        ids,
-        texts,
-        UNK_ID,
-        consequence="the model cannot read them, so their translations mean little",
-        single=single,
-        stacklevel=stacklevel,
-    )
-    return ids
 
 
 class Translator:
