@@ -19,9 +19,16 @@ from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.neuron import head_vectors
 from qkv.attention.rollout import attention_rollout
-from qkv.tasks.spec import Seen, TokenView, ViewOptions, encoder_views
+from qkv.tasks.spec import Seen, TokenView, ViewOptions
 
-__all__ = ["check_extras", "encoder_token_views", "summary_views", "with_vectors"]
+__all__ = [
+    "check_extras",
+    "check_vectors",
+    "encoder_token_views",
+    "encoder_views",
+    "summary_views",
+    "with_vectors",
+]
 
 Result = TypeVar("Result")
 
@@ -93,6 +100,43 @@ def summary_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
                       [flow[None]], True, axes)
         )  # fmt: skip
     return views
+
+
+def check_vectors(view_id: str, layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]]) -> None:
+    """Refuse query/key ``vectors`` that do not match the weights ``layers`` they explain."""
+    if len(vectors) != len(layers):
+        raise ValueError(
+            f"{view_id!r} has {len(layers)} layers but {len(vectors)} (query, key) vector pairs"
+        )
+    for index, ((q, k), weights) in enumerate(zip(vectors, layers, strict=True)):
+        h, tq, tk = weights.shape
+        if q.dim() != 3 or k.dim() != 3 or tuple(q.shape[:2]) != (h, tq) or k.size(1) != tk:
+            raise ValueError(
+                f"layer {index} of {view_id!r}: query vectors {tuple(q.shape)} and key vectors "
+                f"{tuple(k.shape)} do not fit weights {tuple(weights.shape)}; expected "
+                f"({h}, {tq}, Dk) and (Hkv, {tk}, Dk)"
+            )
+        if q.size(2) != k.size(2) or h % k.size(0):
+            raise ValueError(
+                f"layer {index} of {view_id!r}: key vectors {tuple(k.shape)} do not serve "
+                f"{h} query heads of width {q.size(2)}"
+            )
+
+
+def encoder_views(
+    tokens: list[str], layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]] | None = None
+) -> list[TokenView]:
+    """An encoder's self-attention over ``tokens`` as one view (none for an encoder without
+    attention layers, such as a BiLSTM without its self-attention layer); ``vectors``: its
+    query and key vectors (:attr:`TokenView.vectors`)."""
+    if not layers:
+        return []
+    return [
+        TokenView(
+            "encoder", "encoder self-attention", tokens, tokens, layers, True, ("key", "query"),
+            vectors,
+        )
+    ]  # fmt: skip
 
 
 def encoder_token_views(
