@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from torch import Tensor
 
+from qkv.tasks.view_checks import check_vectors
 from qkv.training.config import TASK_SETTINGS
 
 if TYPE_CHECKING:
@@ -142,8 +143,6 @@ class TokenView(_Drawn):
                     f"(H, {len(self.queries)}, {len(self.keys)})"
                 )
         if self.vectors is not None:
-            from qkv.tasks.view_extras import check_vectors  # where vectors are made
-
             check_vectors(self.id, self.layers, self.vectors)
         if self.marks is not None:
             from qkv.viz.marks import check_marks
