@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from torch import Tensor
 
+from qkv.tasks.view_checks import check_vectors
 from qkv.training.config import TASK_SETTINGS
 
 if TYPE_CHECKING:
@@ -103,9 +104,12 @@ class Report:
 
 
 class _Drawn:
-    """What a view saves: its :meth:`figure` (``layer`` / ``head``, see there) to a file."""
+    """What a view saves: its :meth:`figure` (``layer`` / ``head`` / ``words``, see there) to a
+    file."""
 
-    def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
+    def figure(
+        self, *, layer: int | None = None, head: int | None = None, words: bool = False
+    ) -> Figure:
         raise NotImplementedError
 
     def save(
@@ -115,13 +119,14 @@ class _Drawn:
         layer: int | None = None,
         head: int | None = None,
         format: str | None = None,
+        words: bool = False,
     ) -> Path:
         """Draw :meth:`figure` to ``path`` as PNG, SVG or PDF by its suffix (or ``format``,
         for ``-``: standard output), whole or not at all; the format is checked first."""
         from qkv.viz.figure_file import figure_format, save_figure
 
         kind = figure_format(path, format)
-        return save_figure(self.figure(layer=layer, head=head), path, format=kind)
+        return save_figure(self.figure(layer=layer, head=head, words=words), path, format=kind)
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,9 @@ class TokenView(_Drawn):
     queries and keys are one sequence; ``axes``: the plot's (keys, queries) axis names
     (default: key and query for self-attention, source and target otherwise); ``vectors``
     (with :attr:`ViewOptions.neuron`): per layer the query vectors ``(H, Tq, Dk)`` and key
-    vectors ``(Hkv, Tk, Dk)`` the weights were computed from (the neuron view)."""
+    vectors ``(Hkv, Tk, Dk)`` the weights were computed from (the neuron view); ``marks``: a
+    self-attention view's label of each token (a tagger's entity type or tag, ``""`` for none;
+    :mod:`qkv.viz.marks`), drawn with the tokens."""
 
     id: str
     title: str
@@ -140,6 +147,7 @@ class TokenView(_Drawn):
     self_attention: bool
     axes: tuple[str, str] | None = None
     vectors: list[tuple[Tensor, Tensor]] | None = None
+    marks: list[str] | None = None
 
     def __post_init__(self) -> None:
         for index, weights in enumerate(self.layers):
@@ -153,6 +161,11 @@ class TokenView(_Drawn):
                 )
         if self.vectors is not None:
             check_vectors(self.id, self.layers, self.vectors)
+        if self.marks is not None:
+            from qkv.viz.marks import check_marks
+
+            check_marks(self.id, self.marks, self.queries, self.keys,
+                        self_attention=self.self_attention)  # fmt: skip
 
     @property
     def axis_labels(self) -> tuple[str, str]:
@@ -160,51 +173,20 @@ class TokenView(_Drawn):
             return self.axes
         return ("key", "query") if self.self_attention else ("source", "target")
 
-    def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
+    def figure(
+        self, *, layer: int | None = None, head: int | None = None, words: bool = False
+    ) -> Figure:
         """The heatmap of ``layer`` (default: the last; negative: from the end) and ``head``
         (default: the mean of the heads), titled with :attr:`title`, the layer and the head,
-        its axes named by :attr:`axis_labels`, with a colour bar."""
+        its axes named by :attr:`axis_labels`, with a colour bar; each token labelled with its
+        mark, if any (``"Paul [person]"``). ``words``: subword pieces merged into words, as the
+        page's words toggle does, the title saying so (tokens without subword markers are
+        refused)."""
         from qkv.viz.attention_views import token_view_figure
 
         return token_view_figure(self.layers, self.keys, self.queries, name=self.title,
-                                 axis_labels=self.axis_labels, layer=layer, head=head)  # fmt: skip
-
-
-def check_vectors(view_id: str, layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]]) -> None:
-    """Refuse query/key ``vectors`` that do not match the weights ``layers`` they explain."""
-    if len(vectors) != len(layers):
-        raise ValueError(
-            f"{view_id!r} has {len(layers)} layers but {len(vectors)} (query, key) vector pairs"
-        )
-    for index, ((q, k), weights) in enumerate(zip(vectors, layers, strict=True)):
-        h, tq, tk = weights.shape
-        if q.dim() != 3 or k.dim() != 3 or tuple(q.shape[:2]) != (h, tq) or k.size(1) != tk:
-            raise ValueError(
-                f"layer {index} of {view_id!r}: query vectors {tuple(q.shape)} and key vectors "
-                f"{tuple(k.shape)} do not fit weights {tuple(weights.shape)}; expected "
-                f"({h}, {tq}, Dk) and (Hkv, {tk}, Dk)"
-            )
-        if q.size(2) != k.size(2) or h % k.size(0):
-            raise ValueError(
-                f"layer {index} of {view_id!r}: key vectors {tuple(k.shape)} do not serve "
-                f"{h} query heads of width {q.size(2)}"
-            )
-
-
-def encoder_views(
-    tokens: list[str], layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]] | None = None
-) -> list[TokenView]:
-    """An encoder's self-attention over ``tokens`` as one view (none for an encoder without
-    attention layers, such as a BiLSTM without its self-attention layer); ``vectors``: its
-    query and key vectors (:attr:`TokenView.vectors`)."""
-    if not layers:
-        return []
-    return [
-        TokenView(
-            "encoder", "encoder self-attention", tokens, tokens, layers, True, ("key", "query"),
-            vectors,
-        )
-    ]  # fmt: skip
+                                 axis_labels=self.axis_labels, layer=layer, head=head,
+                                 marks=self.marks, words=words)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -231,11 +213,16 @@ class ImageView(_Drawn):
     def layers(self) -> int:
         return len(self.groups) - 1 if self.layered else 0
 
-    def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
+    def figure(
+        self, *, layer: int | None = None, head: int | None = None, words: bool = False
+    ) -> Figure:
         """The image and, for a layered view, the map of ``layer`` (default: the last) and
         ``head`` (default: the head mean); otherwise every map (``layer`` and ``head`` are
-        refused: there are none to choose)."""
+        refused: there are none to choose). ``words=True`` is refused: an image has no pieces."""
         from qkv.viz.attention_views import image_view_figure
+
+        if words:
+            raise ValueError(f"{self.title} is over an image: no pieces to merge; pass words=False")
 
         groups = [(group.name, group.maps) for group in self.groups]
         return image_view_figure(self.image, groups, name=self.title, layered=self.layered,
@@ -275,10 +262,15 @@ class Seen:
         )
 
     def figure(
-        self, *, view: int | str = 0, layer: int | None = None, head: int | None = None
+        self,
+        *,
+        view: int | str = 0,
+        layer: int | None = None,
+        head: int | None = None,
+        words: bool = False,
     ) -> Figure:
         """:meth:`TokenView.figure` or :meth:`ImageView.figure` of :meth:`view`."""
-        return self.view(view).figure(layer=layer, head=head)
+        return self.view(view).figure(layer=layer, head=head, words=words)
 
     def save(
         self,
@@ -288,11 +280,13 @@ class Seen:
         layer: int | None = None,
         head: int | None = None,
         format: str | None = None,
+        words: bool = False,
     ) -> Path:
         """Draw :meth:`view` (the first by default) to ``path`` (.png, .svg or .pdf, or
         ``format`` for ``-``): one layer (default: the last), one head or the mean of the
-        heads (default), titled with the view, the layer and the head. Returns ``path``."""
-        return self.view(view).save(path, layer=layer, head=head, format=format)
+        heads (default), titled with the view, the layer and the head; ``words``: subword
+        pieces merged into words (:meth:`TokenView.figure`). Returns ``path``."""
+        return self.view(view).save(path, layer=layer, head=head, format=format, words=words)
 
     def html(self) -> str:
         """The output and every view as one self-contained notebook display: the explorer's

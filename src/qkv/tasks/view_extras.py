@@ -26,12 +26,13 @@ from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.neuron import head_vectors
 from qkv.attention.rollout import attention_rollout
 from qkv.models.transformer.model import Transformer
-from qkv.tasks.spec import Seen, TokenView, ViewOptions, encoder_views
+from qkv.tasks.spec import Seen, TokenView, ViewOptions
 
 __all__ = [
     "check_extras",
     "checked_views",
     "encoder_token_views",
+    "encoder_views",
     "seq2seq_vectors",
     "summary_views",
     "with_vectors",
@@ -168,6 +169,22 @@ def summary_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
                       [flow[None]], True, axes)
         )  # fmt: skip
     return views
+
+
+def encoder_views(
+    tokens: list[str], layers: list[Tensor], vectors: list[tuple[Tensor, Tensor]] | None = None
+) -> list[TokenView]:
+    """An encoder's self-attention over ``tokens`` as one view (none for an encoder without
+    attention layers, such as a BiLSTM without its self-attention layer); ``vectors``: its
+    query and key vectors (:attr:`TokenView.vectors`)."""
+    if not layers:
+        return []
+    return [
+        TokenView(
+            "encoder", "encoder self-attention", tokens, tokens, layers, True, ("key", "query"),
+            vectors,
+        )
+    ]  # fmt: skip
 
 
 def encoder_token_views(

@@ -19,6 +19,8 @@ from torch import Tensor
 
 from qkv.viz.heatmap import alignment_figure
 from qkv.viz.image_attention import image_attention_figure
+from qkv.viz.marks import marked_labels, word_marks
+from qkv.viz.words import WORD_MARKERS, merge_word_attention, piece_groups
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -58,10 +60,16 @@ def token_view_figure(
     axis_labels: tuple[str, str],
     layer: int | None = None,
     head: int | None = None,
+    marks: Sequence[str] | None = None,
+    words: bool = False,
 ) -> Figure:
     """One layer's ``(Tq, Tk)`` weights (``layers``: one ``(H, Tq, Tk)`` per layer; ``layer``
     default the last; ``head`` default the mean over heads), titled ``"{name}, {where}"``,
-    ``axis_labels`` naming the keys and the queries."""
+    ``axis_labels`` naming the keys and the queries. ``marks`` (a self-attention view's label
+    of each token, :mod:`qkv.viz.marks`) follow their tokens' labels: ``"Paul [person]"``.
+    ``words``: subword pieces merged into words (:func:`~qkv.viz.words.merge_word_attention`: a
+    word receives the sum of its pieces' attention and gives their mean; its mark is its first
+    piece's), the title saying so; tokens without subword markers are refused."""
     if not layers:
         raise ValueError(f"{name} has no attention layers to draw")
     index = pick(layer, len(layers), "layer", name)
@@ -69,11 +77,24 @@ def token_view_figure(
     heads = weights.size(0)
     chosen = None if head is None else pick(head, heads, "head", f"{name}, layer {index},")
     matrix = weights.mean(0) if chosen is None else weights[chosen]  # (Tq, Tk)
+    title = f"{name}, {where(index, heads, chosen)}"
+    if words:
+        q_groups, k_groups = piece_groups(queries), piece_groups(keys)
+        if len(set(q_groups)) == len(queries) and len(set(k_groups)) == len(keys):
+            raise ValueError(
+                f"words=True: the tokens of {name} carry no subword markers "
+                f"({', '.join(WORD_MARKERS)}), so there are no pieces to merge; pass words=False"
+            )
+        merged = merge_word_attention(matrix, queries, keys, query_groups=q_groups,
+                                      key_groups=k_groups)  # fmt: skip
+        matrix, queries, keys = merged.weights, merged.query_words, merged.key_words  # (Wq, Wk)
+        marks = None if marks is None else word_marks(marks, k_groups)
+        title += ", pieces merged into words"
     return alignment_figure(
         matrix,
-        keys,
-        queries,
-        title=f"{name}, {where(index, heads, chosen)}",
+        marked_labels(keys, marks),
+        marked_labels(queries, marks),
+        title=title,
         axis_labels=axis_labels,
     )
 

@@ -25,8 +25,11 @@ mean); one with special tokens (``[CLS]``, ``</s>``...) holds ``"special_queries
 renormalised: what :func:`~qkv.viz.words.merge_word_attention` does with ``hide_special``).
 
 Weights are rounded to :data:`DIGITS` decimals (a page does not need more, and the JSON stays
-small). :func:`views_json` takes the task layer's ``TokenView`` / ``ImageView`` by their fields
-(this layer is below the tasks and does not import them).
+small). A self-attention view with marks (a tagger's entity type or tag of each token,
+``""`` for none: :mod:`qkv.viz.marks`) holds ``"marks": [T labels]``, and its ``"words"``
+``"marks": [W labels]``, each word's first piece's. :func:`views_json` takes the task layer's
+``TokenView`` / ``ImageView`` by their fields (this layer is below the tasks and does not import
+them).
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from qkv.viz.marks import check_marks, word_marks
 from qkv.viz.words import (
     SPECIAL_PIECES,
-    found_marker,
     merge_word_attention,
-    word_groups,
+    piece_groups,
     word_labels,
 )
 
@@ -65,9 +68,11 @@ def token_view(
     *,
     self_attention: bool,
     vectors: Sequence[tuple[Tensor, Tensor]] | None = None,
+    marks: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """A ``"tokens"`` view of ``layers``, one ``(H, Tq, Tk)`` tensor per layer; ``vectors``: per
-    layer its query ``(H, Tq, Dk)`` and key ``(Hkv, Tk, Dk)`` vectors (the ``"neuron"`` data)."""
+    layer its query ``(H, Tq, Dk)`` and key ``(Hkv, Tk, Dk)`` vectors (the ``"neuron"`` data);
+    ``marks``: a self-attention view's label of each token (:mod:`qkv.viz.marks`)."""
     for index, weights in enumerate(layers):
         if weights.dim() != 3 or tuple(weights.shape[1:]) != (len(queries), len(keys)):
             raise ValueError(
@@ -83,10 +88,12 @@ def token_view(
         "keys": list(keys),
         "layers": [rounded(w) for w in layers],
     }
+    if marks is not None:
+        view["marks"] = check_marks(view_id, marks, queries, keys, self_attention=self_attention)
     special = _special(queries), _special(keys)
     if any(special):
         view["special_queries"], view["special_keys"] = special
-    q_groups, k_groups = _pieces_to_words(queries), _pieces_to_words(keys)
+    q_groups, k_groups = piece_groups(queries), piece_groups(keys)
     if max(q_groups, default=-1) + 1 < len(queries) or max(k_groups, default=-1) + 1 < len(keys):
         merged = [
             merge_word_attention(
@@ -101,6 +108,8 @@ def token_view(
             "special_queries": _special_words(queries, q_groups),
             "special_keys": _special_words(keys, k_groups),
         }
+        if marks is not None:
+            view["words"]["marks"] = word_marks(view["marks"], k_groups)
     if vectors is not None:
         view["neuron"] = {
             "q": [rounded(q) for q, _ in vectors],
@@ -116,12 +125,6 @@ def _special(tokens: Sequence[str]) -> list[int]:
 
 def _special_words(tokens: Sequence[str], groups: list[int]) -> list[int]:
     return [i for i, (_, special) in enumerate(word_labels(tokens, groups)) if special]
-
-
-def _pieces_to_words(tokens: Sequence[str]) -> list[int]:
-    """Each piece's word, by the marker the pieces carry; without one, each piece a word."""
-    marker = found_marker(tokens)
-    return list(range(len(tokens))) if marker is None else word_groups(tokens, marker)
 
 
 def png_data_url(image: Tensor) -> str:
@@ -183,6 +186,7 @@ def views_json(views: Iterable[Any]) -> list[dict[str, Any]]:
                     v.layers,
                     self_attention=v.self_attention,
                     vectors=getattr(v, "vectors", None),
+                    marks=getattr(v, "marks", None),
                 )
             )
         elif hasattr(v, "groups"):

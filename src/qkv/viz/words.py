@@ -35,6 +35,7 @@ __all__ = [
     "WordAttention",
     "found_marker",
     "merge_word_attention",
+    "piece_groups",
     "word_groups",
     "word_labels",
 ]
@@ -86,6 +87,13 @@ def found_marker(tokens: Sequence[str]) -> str | None:
         if any(m and t != marker for m, t in zip(marked, tokens, strict=True)):
             return marker
     return None
+
+
+def piece_groups(tokens: Sequence[str]) -> list[int]:
+    """Each piece's word, by the marker the pieces carry (:func:`found_marker`); without one,
+    each piece a word."""
+    marker = found_marker(tokens)
+    return list(range(len(tokens))) if marker is None else word_groups(tokens, marker)
 
 
 def merge_word_attention(

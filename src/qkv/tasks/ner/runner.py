@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from qkv.data.labelled.entities import load_entity_corpus
 from qkv.data.labelled.tagged import TaggingCorpus
 from qkv.evaluation.classification import token_accuracy
-from qkv.evaluation.entities import EntityReport, bootstrap_f1, entity_scores
+from qkv.evaluation.entities import EntityReport, bootstrap_f1, entities, entity_scores
 from qkv.layers.crf import TransitionRules, bio_transitions
 from qkv.tasks.ner.config import EntityDataConfig
 from qkv.tasks.run_dir import check_split
@@ -68,6 +68,14 @@ class EntityTagger(Tagger):
     def decoding_rules(self, tags: Sequence[str]) -> TransitionRules:
         """BIO: ``I-X`` only after ``B-X`` or ``I-X``, never first."""
         return bio_transitions(tags)
+
+    def word_marks(self, tags: Sequence[str]) -> list[str]:
+        """Each word's mark on the attention views: the type of the entity it is in (``B-`` and
+        ``I-`` merged, as the spans read them), ``""`` outside every entity."""
+        marks = [""] * len(tags)
+        for entity in entities(tags):
+            marks[entity.start : entity.end] = [entity.type] * (entity.end - entity.start)
+        return marks
 
     def entities(self, texts: Sequence[str]) -> list[list[dict]]:
         """The entities of each raw text: ``{"type", "start", "end", "text"}`` with word

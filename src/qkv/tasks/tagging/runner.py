@@ -4,7 +4,7 @@ report, views)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -238,9 +238,25 @@ class Tagger:
         record = {k: v for k, v in asdict(result).items() if k != "split"}
         return Report(split, result.lines(), record, complete=limit is None)
 
+    def token_words(self, text: str) -> list[int | None]:
+        """The word of ``text`` each token of :meth:`attention` belongs to (its index into the
+        text's words), ``None`` for the special tokens around them."""
+        words = self.split_words(one_text(text))
+        end = self.inputs.word_windows(words)[0][1] if words else 0
+        ids, first = self.inputs.encode_words(words[:end])
+        owners: list[int | None] = [None] * len(ids)
+        for word, (begin, stop) in enumerate(zip(first, [*first[1:], len(ids) - 1], strict=True)):
+            owners[begin:stop] = [word] * (stop - begin)
+        return owners
+
+    def word_marks(self, tags: Sequence[str]) -> list[str]:
+        """Each word's mark on the attention views: its part-of-speech tag."""
+        return list(tags)
+
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:
-        """The tags of ``item`` and the encoder's self-attention over it."""
+        """The tags of ``item`` and the encoder's self-attention over it, each token marked
+        with its word's mark (:meth:`word_marks`; ``""`` for the special tokens)."""
         views = encoder_token_views(
             self.model, lambda: self.attention(item), options or ViewOptions()
         )
@@ -249,7 +265,9 @@ class Tagger:
             "summary": " ".join(f"{word}/{tag}" for word, tag in tagged),
             "tags": [[word, tag] for word, tag in tagged],
         }
-        return Seen(output, list(views))
+        marks = self.word_marks([tag for _, tag in tagged])
+        tokens = ["" if w is None else marks[w] for w in self.token_words(item)]
+        return Seen(output, [replace(view, marks=tokens) for view in views])
 
 
 def _chunks(examples: Sequence[TaggingExample], size: int) -> Iterator[list[int]]:

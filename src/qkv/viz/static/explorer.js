@@ -199,10 +199,48 @@
     return Math.max(1, Math.floor(1000 / count));
   }
 
-  function tokensView(view) {
+  // A self-attention view's marks (view.marks: a label per token, "" for none; an entity type,
+  // a tag), or null; `types`: the result's type order (output.types), for the colours.
+  function viewMarks(view, types) {
+    const marks = view.marks;
+    const n = (view.queries || []).length;
+    if (!Array.isArray(marks) || marks.length !== n || (view.keys || []).length !== n) return null;
+    const found = [...new Set(marks.map(String).filter(Boolean))].sort();
+    const order = Array.isArray(types) ? types.map(String) : [];
+    return { marks: marks.map(String), types: [...order, ...found.filter((t) => !order.includes(t))] };
+  }
+
+  // A token's label with its mark after it ("Paul [person]"), as the saved figures write it.
+  function markedLabel(token, mark) {
+    return mark ? `${shown(token)} [${mark}]` : shown(token);
+  }
+
+  // The props of a token's label: its mark (data-mark, its colour in --mark, named in the title).
+  function markProps(marked, index, title) {
+    const mark = marked ? marked.marks[index] : "";
+    return mark ? { "data-mark": mark, title: `${title} · ${mark}`,
+      style: `--mark: ${entityColour(marked.types, mark)}` } : { title };
+  }
+
+  // The legend of the marks' colours: one swatch and name per type the view's tokens carry.
+  function markLegend(marked) {
+    const present = new Set(marked.marks.filter(Boolean));
+    const shownTypes = marked.types.filter((t) => present.has(t));
+    return el("div", { class: "mark-legend", "aria-label": "token marks" },
+      el("span", { class: "muted", text: shownTypes.length ? "marks " : "no token marked" }),
+      shownTypes.map((type) => {
+        const swatch = el("span", { class: "entity-swatch" });
+        swatch.style.background = entityColour(marked.types, type);
+        return el("span", { class: "mark-key", "data-mark": type }, swatch,
+          el("span", { text: type }));
+      }));
+  }
+
+  function tokensView(view, types) {
     const layers = Array.isArray(view.layers) ? view.layers : [];
     const queries = view.queries || [];
     const keys = view.keys || [];
+    const tokenMarks = viewMarks(view, types);
     const heads = layers.length ? layers[0].length : 0;
     const root = el("section", { class: "view panel", "data-view-id": view.id,
       "data-view-type": "tokens", "data-mode": "matrix" });
@@ -293,8 +331,12 @@
 
     const readout = el("p", { class: "readout", "aria-live": "polite",
       text: "hover a query token (a row) to see the keys it attends to" });
+    if (tokenMarks) root.append(markLegend(tokenMarks));
     root.append(readout);
 
+    // Labels with their marks, for the readout and the saved PNG and SVG ("Paul [person]").
+    const queryLabels = queries.map((q, i) => markedLabel(q, tokenMarks && tokenMarks.marks[i]));
+    const keyLabels = keys.map((k, j) => markedLabel(k, tokenMarks && tokenMarks.marks[j]));
     // Matrix: row labels (queries), column labels (keys), one canvas of Tq x Tk cells.
     const cell = cellSize(Math.max(queries.length, keys.length));
     const canvas = el("canvas", { class: "matrix-canvas", role: "img",
@@ -302,9 +344,9 @@
     canvas.width = keys.length * cell;
     canvas.height = queries.length * cell;
     const rowLabels = long ? [] : queries.map((q, i) => el("span", { class: "row-label", "data-q": i,
-      title: `query ${i}: ${q}`, text: shown(q) }));
+      text: shown(q), ...markProps(tokenMarks, i, `query ${i}: ${q}`) }));
     const colLabels = long ? [] : keys.map((k, j) => el("span", { class: "col-label", "data-k": j,
-      title: `key ${j}: ${k}`, text: shown(k) }));
+      text: shown(k), ...markProps(tokenMarks, j, `key ${j}: ${k}`) }));
     const matrix = el("div", { class: "matrix", tabindex: 0,
       "aria-label": "attention matrix; arrow keys move between query rows" },
       el("div", { class: "corner" },
@@ -322,9 +364,9 @@
     const WIDTH = 260;
     const height = Math.max(queries.length, keys.length) * ROW;
     const qTokens = long ? [] : queries.map((q, i) => el("span", { class: "q-token", "data-q": i,
-      tabindex: 0, title: `query ${i}: ${q}`, text: shown(q) }));
+      tabindex: 0, text: shown(q), ...markProps(tokenMarks, i, `query ${i}: ${q}`) }));
     const kTokens = long ? [] : keys.map((k, j) => el("span", { class: "k-token", "data-k": j,
-      title: `key ${j}: ${k}`, text: shown(k) }));
+      text: shown(k), ...markProps(tokenMarks, j, `key ${j}: ${k}`) }));
     const lines = svg("svg", { class: "heads-svg", width: WIDTH, height,
       viewBox: `0 0 ${WIDTH} ${height}`, "aria-hidden": "true" });
     const headsView = el("div", { class: "heads-view" },
@@ -436,11 +478,11 @@
       const group = lines.querySelector(`g[data-q="${i}"]`);
       if (group) group.classList.add("on");
       const top = row.map((w, k) => [w, k]).sort((a, b) => b[0] - a[0]).slice(0, 5)
-        .map(([w, k]) => `${shown(keys[k])} ${fixed(w)}`).join(", ");
-      let text = `${view.self ? "query" : "target"} ${i} “${shown(queries[i])}” ` +
+        .map(([w, k]) => `${keyLabels[k]} ${fixed(w)}`).join(", ");
+      let text = `${view.self ? "query" : "target"} ${i} “${queryLabels[i]}” ` +
         `(${headName(state.head)}, layer ${state.layer}) attends to: ${top}`;
       if (j !== null && j >= 0 && j < keys.length) {
-        text += ` · “${shown(keys[j])}” (${view.self ? "key" : "source"} ${j}): ${fixed(row[j])}`;
+        text += ` · “${keyLabels[j]}” (${view.self ? "key" : "source"} ${j}): ${fixed(row[j])}`;
       }
       readout.textContent = text;
       draw();
@@ -480,13 +522,13 @@
       const m = weights(state.layer, state.head);
       const heat = heatImage(m, maxOf(m), state.perRow);
       qkvExport.savePng(exportName("png"), qkvExport.matrixPng(exportTitle(),
-        queries.map(shown), keys.map(shown), heat));
+        queryLabels, keyLabels, heat));
     });
     svgButton.addEventListener("click", () => {
       const m = weights(state.layer, state.head);
       const max = maxOf(m);
       const rowMax = m.map((row) => Math.max(...row) || 1);
-      const text = qkvExport.matrixSvg(exportTitle(), queries.map(shown), keys.map(shown), m,
+      const text = qkvExport.matrixSvg(exportTitle(), queryLabels, keyLabels, m,
         (i, j) => qkvExport.hex(colourAt(BLUES, m[i][j] / (state.perRow ? rowMax[i] : max))));
       if (text !== null) qkvExport.saveSvg(exportName("svg"), text);
     });
@@ -806,13 +848,16 @@
 
   function renderViews(result) {
     const views = Array.isArray(result.views) ? result.views : [];
+    const types = (result.output || {}).types; // an entity tagger's types: the marks' colours
     if (!views.length) {
       viewsBox.replaceChildren(el("p", { class: "no-views panel",
         text: "this model has no attention to show" }));
       return;
     }
     viewsBox.replaceChildren(...views.map((view) => {
-      if (view.type === "tokens") return qkvWords.panel(view, tokensView); // words.js
+      if (view.type === "tokens") {
+        return qkvWords.panel(view, (shownView) => tokensView(shownView, types)); // words.js
+      }
       if (view.type === "image") return imageView(view);
       return el("section", { class: "view panel", "data-view-id": view.id },
         el("p", { class: "empty", text: `a view of unknown type “${view.type}”` }));

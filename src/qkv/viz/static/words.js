@@ -3,7 +3,7 @@
 // The merging itself is done in Python (qkv/viz/view_json.py puts view.words, the view's
 // attention merged by qkv.viz.words.merge_word_attention: a word receives the sum of its
 // pieces' attention and gives their mean); here the page only chooses what to show:
-//   - words on: view.words' labels and layers instead of the pieces';
+//   - words on: view.words' labels, layers and marks instead of the pieces';
 //   - specials hidden: the rows and columns of view(.words).special_queries / special_keys
 //     dropped, the other rows NOT renormalised (what they gave the specials is missing), as
 //     merge_word_attention(..., hide_special=True) does.
@@ -11,7 +11,7 @@
 //
 // Hooks for tests: .view[data-words="true"|"false"][data-hide-special="true"|"false"],
 // input.words-toggle, input.special-toggle (checkboxes), p.words-note (the rule, when on),
-// and the panel element's qkvShown property: {queries, keys, layers} as drawn.
+// and the panel element's qkvShown property: {queries, keys, layers, marks} as drawn.
 const qkvWords = (function () {
   "use strict";
 
@@ -25,6 +25,9 @@ const qkvWords = (function () {
     return Object.assign({}, view, {
       queries: rows.map((i) => base.queries[i]),
       keys: cols.map((j) => base.keys[j]),
+      // a self-attention view's marks (one per token; a word's is its first piece's, made in
+      // Python): the kept tokens' (rows and columns drop the same specials there)
+      marks: Array.isArray(base.marks) ? rows.map((i) => base.marks[i]) : undefined,
       // L x H x Tq x Tk, the kept rows and columns only
       layers: base.layers.map((heads) => heads.map((m) =>
         rows.map((i) => cols.map((j) => m[i][j])))),
@@ -54,7 +57,8 @@ const qkvWords = (function () {
     function build() {
       const shown = shownView(view, state.words, state.hide);
       const root = render(shown);
-      root.qkvShown = { queries: shown.queries, keys: shown.keys, layers: shown.layers };
+      root.qkvShown = { queries: shown.queries, keys: shown.keys, layers: shown.layers,
+        marks: shown.marks };
       root.dataset.words = String(state.words);
       root.dataset.hideSpecial = String(state.hide);
       const controls = root.querySelector(".view-controls");
