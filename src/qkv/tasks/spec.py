@@ -57,8 +57,10 @@ class ViewOptions:
     generates (``new_tokens``); the input's ``name`` (an image file's); ``neuron``: a
     Transformer's query and key vectors on its token views (:attr:`TokenView.vectors`, for the
     page's neuron view); ``rollout``: an encoder's attention rollout (and flow, up to
-    :data:`~qkv.attention.flow.MAX_FLOW_TOKENS` tokens) as views of their own. Both are off by
-    default, so that pages stay light."""
+    :data:`~qkv.attention.flow.MAX_FLOW_TOKENS` tokens) as views of their own, and a ViT's
+    [CLS] flow as a map next to its rollout (which it always shows; flow up to
+    :func:`~qkv.attention.flow.flow_fits` for one row). Both are off by default, so that pages
+    stay light."""
 
     beam: int | None = None
     pooling: bool = False
@@ -201,18 +203,24 @@ class MapGroup:
 @dataclass(frozen=True)
 class ImageView(_Drawn):
     """Attention over an image ``uint8 (C, H, W)``: groups of maps that each cover the whole
-    image in equal cells. ``layered``: group 0 sums the model up (a ViT's rollout) and group
-    ``1 + l`` is layer ``l``, its head mean first and then each head."""
+    image in equal cells. ``layered``: the first ``summaries`` groups sum the model up (a ViT's
+    rollout, and its flow) and group ``summaries + l`` is layer ``l``, its head mean first and
+    then each head."""
 
     id: str
     title: str
     image: Tensor
     groups: list[MapGroup]
     layered: bool = False
+    summaries: int = 1
+
+    def __post_init__(self) -> None:
+        if self.layered and not 0 <= self.summaries <= len(self.groups):
+            raise ValueError(f"{self.id!r}: summaries={self.summaries} of {len(self.groups)}")
 
     @property
     def layers(self) -> int:
-        return len(self.groups) - 1 if self.layered else 0
+        return len(self.groups) - self.summaries if self.layered else 0
 
     def figure(self, *, layer: int | None = None, head: int | None = None) -> Figure:
         """The image and, for a layered view, the map of ``layer`` (default: the last) and
@@ -222,7 +230,7 @@ class ImageView(_Drawn):
 
         groups = [(group.name, group.maps) for group in self.groups]
         return image_view_figure(self.image, groups, name=self.title, layered=self.layered,
-                                 layer=layer, head=head)  # fmt: skip
+                                 summaries=self.summaries, layer=layer, head=head)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor, nn
 
-from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow
+from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow, flow_fits
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.neuron import head_vectors
 from qkv.attention.rollout import attention_rollout
-from qkv.tasks.spec import Seen, TokenView, ViewOptions, encoder_views
+from qkv.tasks.spec import ImageView, Seen, TokenView, ViewOptions, encoder_views
 
 __all__ = ["check_extras", "encoder_token_views", "summary_views", "with_vectors"]
 
@@ -82,11 +82,11 @@ def summary_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
         rollout = attention_rollout(stack)[0]  # (T, T)
     n = len(tokens)
     title = "attention rollout (all layers, heads averaged)"
-    if n > MAX_FLOW_TOKENS:
+    if not flow_fits(n, n):
         title += f"; flow not computed: {n} tokens, flow takes at most {MAX_FLOW_TOKENS}"
     axes = ("input token", "output token")
     views = [TokenView("rollout", title, tokens, tokens, [rollout[None]], True, axes)]
-    if n <= MAX_FLOW_TOKENS:
+    if flow_fits(n, n):
         flow = attention_flow(stack)[0]  # (T, T)
         views.append(
             TokenView("flow", "attention flow (all layers, heads averaged)", tokens, tokens,
@@ -117,16 +117,20 @@ def encoder_token_views(
 def check_extras(seen: Seen, options: ViewOptions) -> Seen:
     """``seen`` as it is, or a ``ValueError`` when it lacks what ``options`` asked for (a task
     whose runner does not make query and key vectors, or rollout views, ignores the request:
-    this turns that silence into an error)."""
+    this turns that silence into an error). A ViT's rollout is a map group of its image view."""
     tokens = [v for v in seen.views if isinstance(v, TokenView)]
+    images = [v for v in seen.views if isinstance(v, ImageView)]
     if options.neuron and not any(v.vectors is not None for v in tokens):
         raise ValueError(
             "this model's views carry no query and key vectors: the neuron view is for the "
             "language model and the encoder classifier and tagger; leave out neuron"
         )
-    if options.rollout and not any(v.id == "rollout" for v in tokens):
+    rolled = any(v.id == "rollout" for v in tokens) or any(
+        g.name == "rollout" for v in images for g in v.groups
+    )
+    if options.rollout and not rolled:
         raise ValueError(
-            "this model has no rollout view: rollout is for the encoder classifier and tagger; "
-            "leave out rollout"
+            "this model has no rollout view: rollout is for the encoder classifier and tagger "
+            "and the Vision Transformer (its flow); leave out rollout"
         )
     return seen
