@@ -1,7 +1,8 @@
 """``qkv explore --model DIR --compare DIR2 INPUT -o page.html``: a saved translation run against
 a "snapshot" of it (a copy with slightly moved weights, in ``snapshots/5min/`` as training
 writes them) gives the compare page, whose difference is the two models' own B - A; two models
-of different tasks, or whose translations differ, exit 2 with one line and write nothing."""
+of different tasks, or whose translations differ, exit 2 with one line and write nothing; each
+model's views are held to the explorer's token limit, as one model's page is."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import torch
 
 import qkv
 from qkv.cli.main import main
+from qkv.explorer.compare import compare_models
+from qkv.explorer.session import ExplorerModels
+from qkv.explorer.views import InputError, Limits
 from qkv.viz.view_json import DIGITS
 from tests.viz.test_compare import perturbed_copy
 
@@ -65,3 +69,15 @@ def test_explore_compare_refuses_another_task_or_another_translation(tmp_path, c
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
         assert not out.exists()
+
+
+def test_a_comparison_keeps_the_explorers_token_limit_on_each_model(snapshot):
+    # "a b c d" is 5 source tokens but its translation 18: only the run tells, and one model's
+    # page refuses it over max_tokens=10; a comparison of it (the same run twice) must as well.
+    models = ExplorerModels.load([RUNS / "translation", snapshot])
+    limits = Limits(max_tokens=10)
+    with pytest.raises(InputError, match="has 18 tokens; the explorer shows at most 10"):
+        next(iter(models)).run(text="a b c d", limits=limits)
+    with pytest.raises(InputError, match="has 18 tokens; the explorer shows at most 10"):
+        compare_models(models, limits=limits, text="a b c d")
+    assert compare_models(models, limits=Limits(max_tokens=18), text="a b c d").data["pairs"]
