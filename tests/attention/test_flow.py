@@ -82,6 +82,45 @@ def test_max_flow_equals_the_brute_force_min_cut(layers, n, seed):
         torch.testing.assert_close(got[b].double(), expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize(("layers", "n", "rows", "seed"), [(2, 3, [0], 4), (3, 3, [2, 0], 5)])
+def test_rows_equal_the_full_matrix_and_the_brute_force_min_cut(layers, n, rows, seed):
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, layers, 2, n, n, generator=generator, dtype=torch.float64)
+    logits[torch.rand(logits.shape, generator=generator) < 0.3] = -torch.inf
+    logits[..., 0] = logits[..., 0].nan_to_num(neginf=0.0)  # every row keeps a finite entry
+    weights = [logits[:, layer].softmax(-1) for layer in range(layers)]  # (B, H, N, N) each
+    raw = attention_flow(weights, normalise=False, rows=rows)
+    assert raw.shape == (2, len(rows), n)
+    torch.testing.assert_close(raw, attention_flow(weights, normalise=False)[:, rows])
+    torch.testing.assert_close(attention_flow(weights, rows=rows), attention_flow(weights)[:, rows])
+    for b in range(2):
+        capacities = torch.stack(
+            [0.5 * w[b].double().mean(0) + 0.5 * torch.eye(n, dtype=torch.float64) for w in weights]
+        )  # (L, N, N)
+        expected = torch.tensor(
+            [[_min_cut(capacities, i, j) for j in range(n)] for i in rows], dtype=torch.float64
+        )
+        torch.testing.assert_close(raw[b].double(), expected, atol=1e-6, rtol=0)
+
+
+def test_the_limit_counts_the_rows_computed():
+    # One row of N tokens is N problems: allowed while N^3 <= max_tokens^4 (N = 16 for 8).
+    layer = [torch.rand(1, 16, 16).softmax(-1)]
+    assert attention_flow(layer, rows=[0], max_tokens=8).shape == (1, 1, 16)
+    with pytest.raises(ValueError, match=r"N=16 tokens solves 32 maximum-flow.*max_tokens=8"):
+        attention_flow(layer, rows=[0, 1], max_tokens=8)
+    with pytest.raises(ValueError, match=r"N=17 tokens solves 17 maximum-flow.*max_tokens=8"):
+        attention_flow([torch.rand(1, 17, 17)], rows=[3], max_tokens=8)
+
+
+@pytest.mark.parametrize("rows", [[5], [-1], [0, 0], [True], [1.0]])
+def test_bad_rows_are_named(rows):
+    with pytest.raises(ValueError, match=r"rows must be distinct output indices in 0 \.\. 4"):
+        attention_flow(_random_layers(1), rows=rows)
+    with pytest.raises(TypeError, match="rows must be a sequence of output indices, got int"):
+        attention_flow(_random_layers(1), rows=0)  # type: ignore[arg-type]
+
+
 def _random_layers(layers: int, heads: int = 3, n: int = 5) -> list[torch.Tensor]:
     torch.manual_seed(layers)
     return [torch.randn(2, heads, n, n).softmax(-1) for _ in range(layers)]

@@ -2,7 +2,8 @@
 a "snapshot" of it (a copy with slightly moved weights, in ``snapshots/5min/`` as training
 writes them) gives the compare page, whose difference is the two models' own B - A; when their
 translations differ, B reads A's (``ViewOptions.target``) and says so; two models of different
-tasks exit 2 with one line and write nothing."""
+tasks exit 2 with one line and write nothing; each model's views are held to the explorer's
+token limit, as one model's page is."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import torch
 
 import qkv
 from qkv.cli.main import main
+from qkv.explorer.compare import compare_models
+from qkv.explorer.session import ExplorerModels
+from qkv.explorer.views import InputError, Limits
 from qkv.tasks.spec import ViewOptions
 from qkv.viz.view_json import DIGITS
 from tests.viz.test_compare import perturbed_copy
@@ -83,3 +87,15 @@ def test_explore_compare_of_two_translations_has_b_read_a_s(tmp_path, capsys):
     expected = read.view("cross").layers[-1].double() - first.view("cross").layers[-1].double()
     got = torch.tensor(pair["diff"][-1], dtype=torch.float64)
     torch.testing.assert_close(got, expected, atol=ROUNDING, rtol=0)
+
+
+def test_a_comparison_keeps_the_explorers_token_limit_on_each_model(snapshot):
+    # "a b c d" is 5 source tokens but its translation 18: only the run tells, and one model's
+    # page refuses it over max_tokens=10; a comparison of it (the same run twice) must as well.
+    models = ExplorerModels.load([RUNS / "translation", snapshot])
+    limits = Limits(max_tokens=10)
+    with pytest.raises(InputError, match="has 18 tokens; the explorer shows at most 10"):
+        next(iter(models)).run(text="a b c d", limits=limits)
+    with pytest.raises(InputError, match="has 18 tokens; the explorer shows at most 10"):
+        compare_models(models, limits=limits, text="a b c d")
+    assert compare_models(models, limits=Limits(max_tokens=18), text="a b c d").data["pairs"]

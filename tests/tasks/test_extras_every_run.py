@@ -15,15 +15,15 @@ import pytest
 
 from qkv.tasks.registry import TASKS
 from qkv.tasks.run_dir import load_runner
-from qkv.tasks.spec import TokenView, ViewOptions
+from qkv.tasks.spec import ImageView, TokenView, ViewOptions
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 # The fixture runs' models: Transformers for translation and dialogue, a Bahdanau RNN
-# summariser, a show-attend-tell captioner, a cloze reader, a ViT (its rollout is its image
-# view's first group, not a view of its own).
+# summariser, a show-attend-tell captioner, a cloze reader, a ViT (its rollout is always its
+# image view's first group; rollout=True adds the flow group after it).
 SHOWN = {
     "neuron": {"translation", "dialogue", "language_model", "classification", "tagging", "ner"},
-    "rollout": {"classification", "tagging", "ner"},
+    "rollout": {"classification", "tagging", "ner", "image_classification"},
 }
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -42,7 +42,8 @@ def _shows(views: list, extra: str) -> bool:
     tokens = [v for v in views if isinstance(v, TokenView)]
     if extra == "neuron":
         return any(v.vectors is not None for v in tokens)
-    return any(v.id == "rollout" for v in tokens)
+    groups = [g.name for v in views if isinstance(v, ImageView) for g in v.groups]
+    return any(v.id == "rollout" for v in tokens) or "flow" in groups
 
 
 @pytest.mark.parametrize("extra", ["neuron", "rollout"])

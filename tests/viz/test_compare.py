@@ -96,14 +96,14 @@ def test_a_view_only_one_result_has_is_listed_not_dropped():
     maps = [MapGroup("layer 0", [("head mean", torch.ones(2, 2) / 4)])]
     image = ImageView("v", "v", torch.zeros(1, 4, 4, dtype=torch.uint8), maps)
     a = token_seen([view("encoder", tokens), view("cross", tokens, ["x"]), image])
-    b = token_seen([view("encoder", tokens), view("decoder", tokens), image])
+    b = token_seen([view("encoder", tokens), view("decoder", tokens), view("v", tokens)])
     compared = a.compare(b, names=("old", "new"))
     assert [p["id"] for p in compared.data["pairs"]] == ["encoder"]
     listed = {u["id"]: (u["in"], u["reason"]) for u in compared.unpaired}
     assert listed == {
         "cross": (["old"], "only old has this view"),
         "decoder": (["new"], "only new has this view"),
-        "v": (["old", "new"], "image views are not compared"),
+        "v": (["old", "new"], "a token view and an image view are not compared"),
     }
     assert "not compared: cross, v, decoder" in compared.describe()
 
@@ -135,3 +135,57 @@ def test_names_must_be_two_distinct_strings(names):
     a = token_seen([view("encoder", ["a"])])
     with pytest.raises(ValueError, match="names must be two distinct non-empty strings"):
         a.compare(a, names=names)
+
+
+def test_two_vits_image_views_pair_with_each_maps_difference(tmp_path):
+    run = RUNS / "image_classification"
+    a_runner, b_runner = qkv.load(run), qkv.load(perturbed_copy(run, tmp_path))
+    image = a_runner.read_image(RUNS / "data" / "image_classification" / "digits1.png")
+    a, b = a_runner.views(image), b_runner.views(image)
+    (pair,) = a.compare(b).data["pairs"]
+    (view_a,), (view_b,) = a.views, b.views
+    assert (
+        pair["type"] == "image"
+        and pair["id"] == "vit"
+        and (pair["width"], pair["height"]) == (8, 8)
+    )
+    assert [g["name"] for g in pair["groups"]] == [g.name for g in view_a.groups]
+    largest = 0.0
+    for group, group_a, group_b in zip(pair["groups"], view_a.groups, view_b.groups, strict=True):
+        assert [m["label"] for m in group["maps"]] == [label for label, _ in group_a.maps]
+        for got, (_, grid_a), (_, grid_b) in zip(group["maps"], group_a.maps, group_b.maps,
+                                                 strict=True):  # fmt: skip
+            expected = grid_b.double() - grid_a.double()  # (gh, gw)
+            largest = max(largest, float(expected.abs().max()))
+            for side, want in (("a", grid_a), ("b", grid_b), ("diff", expected)):
+                torch.testing.assert_close(torch.tensor(got[side], dtype=torch.float64),
+                                           want.double(), atol=ROUNDING, rtol=0)  # fmt: skip
+    assert largest > 0.01, "the perturbed copy attends differently"
+
+
+def image_seen(grids: list[torch.Tensor], labels: list[str] | None = None,
+               pixels: int = 0) -> Seen:  # fmt: skip
+    labels = labels or [f"head {h}" for h in range(len(grids))]
+    group = MapGroup("layer 0", list(zip(labels, grids, strict=True)))
+    image = torch.full((1, 4, 4), pixels, dtype=torch.uint8)
+    return Seen({"summary": "s"}, [ImageView("vit", "vit", image, [group], layered=False)])
+
+
+@pytest.mark.parametrize(
+    "b, message",
+    [
+        (image_seen([torch.ones(4, 4)]),
+         r"view 'vit', map layer 0: head 0: A's grid is \(2, 2\) and B's \(4, 4\) \(gh, gw\)"),
+        (image_seen([torch.ones(2, 2), torch.ones(2, 2)]),
+         r"the maps differ \(A has 1 maps, B has 2; first difference at position 1: "
+         r"'layer 0: head 1' in B, nothing in the other\); compare results of models with the "
+         r"same layers and heads"),
+        (image_seen([torch.ones(2, 2)], ["a"]), r"position 0: 'layer 0: head 0' in A, "
+         r"'layer 0: a' in B"),
+        (image_seen([torch.ones(2, 2)], pixels=9),
+         r"A and B are of different images \(\(1, 4, 4\) and \(1, 4, 4\) \(C, H, W\)\)"),
+    ],
+)  # fmt: skip
+def test_a_pair_of_different_images_maps_or_grids_is_refused(b, message):
+    with pytest.raises(ValueError, match=message):
+        image_seen([torch.ones(2, 2)]).compare(b)

@@ -144,7 +144,7 @@ def _plot_tokens(args: argparse.Namespace, view) -> Path:
 
 
 def _plot_image(args: argparse.Namespace, view, title: str) -> Path:
-    """A layered view (a ViT's): its summary map and each layer's head mean, or every head of
+    """A layered view (a ViT's): its summary maps and each layer's head mean, or every head of
     ``--layer`` with ``--heads``; any other: every map."""
     import torch
 
@@ -153,12 +153,12 @@ def _plot_image(args: argparse.Namespace, view, title: str) -> Path:
     if view.layered:
         layer = _layer(args, view.layers)
         if args.heads:
-            group = view.groups[1 + layer]
+            group = view.groups[view.summaries + layer]
             maps = [(f"{group.name} {label}", grid) for label, grid in group.maps[1:]]
         else:
-            first = view.groups[0]
-            maps = [(label, grid) for label, grid in first.maps] + [
-                (f"{group.name}, {group.maps[0][0]}", group.maps[0][1]) for group in view.groups[1:]
+            summary, layers = view.groups[: view.summaries], view.groups[view.summaries :]
+            maps = [pair for group in summary for pair in group.maps] + [
+                (f"{group.name}, {group.maps[0][0]}", group.maps[0][1]) for group in layers
             ]
     else:
         maps = [pair for group in view.groups for pair in group.maps]

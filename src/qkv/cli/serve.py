@@ -72,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--rollout",
         action="store_true",
         help="encoder classifier/taggers: add the attention rollout view (and flow, up to 32 "
-        "tokens)",
+        "tokens); Vision Transformer: add the [CLS] attention flow map next to its rollout",
     )
     explore.set_defaults(run=run_explore)
 

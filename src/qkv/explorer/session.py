@@ -23,6 +23,7 @@ from qkv.explorer.views import (
     check_text,
     check_text_tokens,
     check_unicode,
+    check_views,
     seen_json,
 )
 from qkv.tasks.run_dir import model_task
@@ -99,7 +100,7 @@ class ExplorerModel:
                                     max_new_tokens=max_new_tokens, limits=limits,
                                     extras=extras)  # fmt: skip
         try:
-            result = seen_json(seen, limits)
+            result = seen_json(seen)
         except InputError:
             raise
         except ValueError as error:  # the library's own checks name what is wrong
@@ -120,7 +121,9 @@ class ExplorerModel:
         """Run the model on one input (reading ``target`` as its output instead of writing its
         own: :attr:`ViewOptions.target`): its :class:`Seen` and the input as described in a
         result. Checks what the input alone decides (its size, its tokens against the limits)
-        first, then takes the model's lock for the run.
+        first, then takes the model's lock for the run, then checks the views' lengths against
+        the limits (:func:`~qkv.explorer.views.check_views`): whoever shows the result, one
+        model's page or a comparison, shows nothing over them.
 
         Raises:
             InputError: the input does not suit the model or the limits.
@@ -160,7 +163,7 @@ class ExplorerModel:
                 seen = self.runner.views(item, options)  # refuses extras it cannot show
             except ValueError as error:  # the library's own checks name what is wrong
                 raise InputError(str(error)) from None
-        return seen, described
+        return check_views(seen, limits), described
 
 
 class ExplorerModels:

@@ -111,13 +111,19 @@ def check_text_tokens(
     return 0
 
 
-def seen_json(seen: Seen, limits: Limits) -> dict[str, Any]:
-    """A runner's :class:`~qkv.tasks.spec.Seen` as the API's ``output`` and ``views``;
-    a token view longer than ``limits.max_tokens`` is an :class:`InputError` naming what it is
-    of."""
+def check_views(seen: Seen, limits: Limits) -> Seen:
+    """``seen``, or an :class:`InputError` naming what it is of when a token view is longer
+    than ``limits.max_tokens`` (a translation or a caption longer than its input's tokens
+    were: only the run tells)."""
     longest = max(
         (max(len(v.queries), len(v.keys)) for v in seen.views if isinstance(v, TokenView)),
         default=0,
     )
     _check_tokens(longest, limits, seen.subject)
+    return seen
+
+
+def seen_json(seen: Seen) -> dict[str, Any]:
+    """A runner's :class:`~qkv.tasks.spec.Seen` (checked by :func:`check_views`) as the API's
+    ``output`` and ``views``."""
     return {"output": seen.output, "views": views_json(seen.views)}

@@ -21,12 +21,12 @@ from typing import Any, TypeVar, cast
 import torch
 from torch import Tensor, nn
 
-from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow
+from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow, flow_fits
 from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.neuron import head_vectors
 from qkv.attention.rollout import attention_rollout
 from qkv.models.transformer.model import Transformer
-from qkv.tasks.spec import Seen, TokenView, ViewOptions
+from qkv.tasks.spec import ImageView, Seen, TokenView, ViewOptions
 
 __all__ = [
     "check_extras",
@@ -158,11 +158,11 @@ def summary_views(tokens: list[str], layers: list[Tensor]) -> list[TokenView]:
         rollout = attention_rollout(stack)[0]  # (T, T)
     n = len(tokens)
     title = "attention rollout (all layers, heads averaged)"
-    if n > MAX_FLOW_TOKENS:
+    if not flow_fits(n, n):
         title += f"; flow not computed: {n} tokens, flow takes at most {MAX_FLOW_TOKENS}"
     axes = ("input token", "output token")
     views = [TokenView("rollout", title, tokens, tokens, [rollout[None]], True, axes)]
-    if n <= MAX_FLOW_TOKENS:
+    if flow_fits(n, n):
         flow = attention_flow(stack)[0]  # (T, T)
         views.append(
             TokenView("flow", "attention flow (all layers, heads averaged)", tokens, tokens,
@@ -209,18 +209,23 @@ def encoder_token_views(
 def check_extras(seen: Seen, options: ViewOptions) -> Seen:
     """``seen`` as it is, or a ``ValueError`` when it lacks what ``options`` asked for (a
     runner whose model makes no query and key vectors, or no rollout views, would otherwise
-    ignore the request). Every runner's ``views`` calls it (:func:`checked_views`)."""
+    ignore the request). Every runner's ``views`` calls it (:func:`checked_views`). A ViT's
+    rollout is a map group of its image view."""
     tokens = [v for v in seen.views if isinstance(v, TokenView)]
+    images = [v for v in seen.views if isinstance(v, ImageView)]
     if options.neuron and not any(v.vectors is not None for v in tokens):
         raise ValueError(
             "this model's views carry no query and key vectors: the neuron view is for qkv "
             "Transformers (the language model, the encoder classifier and taggers, the "
             "translation, summarisation and dialogue Transformers); leave out neuron"
         )
-    if options.rollout and not any(v.id == "rollout" for v in tokens):
+    rolled = any(v.id == "rollout" for v in tokens) or any(
+        g.name == "rollout" for v in images for g in v.groups
+    )
+    if options.rollout and not rolled:
         raise ValueError(
             "this model has no rollout view: rollout is for the encoder classifier and taggers "
-            "(tagging, ner); leave out rollout"
+            "(tagging, ner) and the Vision Transformer (its flow); leave out rollout"
         )
     return seen
 

@@ -105,16 +105,18 @@ def image_view_figure(
     *,
     name: str,
     layered: bool,
+    summaries: int = 1,
     layer: int | None = None,
     head: int | None = None,
 ) -> Figure:
-    """The image and its attention. ``layered`` (a ViT's: group 0 the rollout, group ``1 + l``
-    layer ``l``'s head mean then each head): one map, of ``layer`` (default the last) and
-    ``head`` (default the head mean). Otherwise (a caption's words) every map, and ``layer`` /
-    ``head`` are refused: such a view has neither."""
+    """The image and its attention. ``layered`` (a ViT's: the first ``summaries`` groups its
+    rollout and flow, group ``summaries + l`` layer ``l``'s head mean then each head): one map,
+    of ``layer`` (default the last) and ``head`` (default the head mean). Otherwise (a
+    caption's words) every map, and ``layer`` / ``head`` are refused: such a view has
+    neither."""
     if layered:
-        index = pick(layer, len(groups) - 1, "layer", name)
-        maps = groups[1 + index][1]  # [("head mean", grid), ("head 0", grid), ...]
+        index = pick(layer, len(groups) - summaries, "layer", name)
+        maps = groups[summaries + index][1]  # [("head mean", grid), ("head 0", grid), ...]
         heads = len(maps) - 1
         chosen = None if head is None else pick(head, heads, "head", f"{name}, layer {index},")
         grid = maps[0 if chosen is None else 1 + chosen][1]  # (gh, gw)

@@ -3,21 +3,27 @@ page's compare mode draws (``Seen.compare``, ``qkv explore --compare``).
 
 Views are paired by id. A pair of token views must be of the same tokens (queries and keys) and
 of the same number of layers and heads, or it is refused (a difference of weights over different
-tokens means nothing); a view that only one result has, or an image view (not compared yet), is
-listed in ``unpaired`` with the reason, never dropped silently. The difference is computed here
-from the tensors, ``B - A`` per layer ``(H, Tq, Tk)``, then rounded like the weights; the page
-takes the head mean of the difference as the difference of the head means (the mean is linear).
+tokens means nothing). A pair of image views must be of the same image, with the same groups and
+maps (group names and map labels: a ViT's layers and heads, a caption's words) over the same
+grid of cells; each map's difference is ``B - A`` over that grid. A view that only one result
+has, or a token view paired with an image view, is listed in ``unpaired`` with the reason, never
+dropped silently. The difference is computed here from the tensors, ``B - A`` per layer
+``(H, Tq, Tk)`` (or per map ``(gh, gw)``), then rounded like the weights; the page takes the head
+mean of the difference as the difference of the head means (the mean is linear).
 
 The page's data (:mod:`qkv.viz.page`)::
 
     {"mode": "compare", "names": [A, B], "outputs": [output A, output B],
      "pairs": [{"id", "title", "self", "queries", "keys", "a": L x H x Tq x Tk,
-                "b": ..., "diff": ...}, ...],
+                "b": ..., "diff": ...}, ...,
+               {"type": "image", "id", "title", "image", "width", "height",
+                "groups": [{"name", "maps": [{"label", "a": gh x gw, "b", "diff"}]}]}, ...],
      "unpaired": [{"id", "title", "in": [names holding it], "reason"}, ...]}
 
 Views are taken by their fields (``id``, ``title``, ``queries``, ``keys``, ``layers``,
-``self_attention``), as :func:`qkv.viz.view_json.views_json` takes them: this layer is below
-the tasks and does not import them.
+``self_attention``; an image view's ``image`` and ``groups``), as
+:func:`qkv.viz.view_json.views_json` takes them: this layer is below the tasks and does not
+import them.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 
 from torch import Tensor
 
-from qkv.viz.view_json import rounded
+from qkv.viz.view_json import image_view, rounded
 
 
 def first_difference(a: Sequence[str], b: Sequence[str], names: tuple[str, str]) -> str:
@@ -41,16 +47,23 @@ def first_difference(a: Sequence[str], b: Sequence[str], names: tuple[str, str])
     return f"position {index}: {extra[index]!r} in {name}, nothing in the other"
 
 
+SAME_TOKENS = (
+    "the same input with the same tokens (for a model that writes text, have one read the "
+    "other's output: views(x, ViewOptions(target=first.output['text'])))"
+)
+
+
 def check_tokens(view_id: str, what: str, a: Sequence[str], b: Sequence[str],
-                 names: tuple[str, str]) -> None:  # fmt: skip
-    """Refuse two token sequences that differ, naming both lengths and the first difference."""
+                 names: tuple[str, str], *, unit: str = "tokens",
+                 advice: str = SAME_TOKENS) -> None:  # fmt: skip
+    """Refuse two token sequences (or map labels) that differ, naming both lengths and the
+    first difference."""
     if list(a) == list(b):
         return
     raise ValueError(
-        f"view {view_id!r}: the {what} differ ({names[0]} has {len(a)} tokens, {names[1]} has "
+        f"view {view_id!r}: the {what} differ ({names[0]} has {len(a)} {unit}, {names[1]} has "
         f"{len(b)}; first difference at {first_difference(a, b, names)}); compare results of "
-        "the same input with the same tokens (for a model that writes text, have one read the "
-        "other's output: views(x, ViewOptions(target=first.output['text'])))"
+        f"{advice}"
     )
 
 
@@ -82,6 +95,37 @@ def pair_json(a: Any, b: Any, names: tuple[str, str]) -> dict[str, Any]:
         "b": [rounded(w) for w in b.layers],
         "diff": [rounded(d) for d in diff],
     }
+
+
+def image_pair_json(a: Any, b: Any, names: tuple[str, str]) -> dict[str, Any]:
+    """One paired image view: each map of both and its difference ``B - A`` ``(gh, gw)``; a
+    different image, different groups or maps, or a different grid are refused."""
+    if a.image.shape != b.image.shape or not bool((a.image == b.image).all()):
+        raise ValueError(
+            f"view {a.id!r}: {names[0]} and {names[1]} are of different images "
+            f"({tuple(a.image.shape)} and {tuple(b.image.shape)} (C, H, W)); compare results "
+            "of the same image"
+        )
+    labels_a = [f"{g.name}: {label}" for g in a.groups for label, _ in g.maps]
+    labels_b = [f"{g.name}: {label}" for g in b.groups for label, _ in g.maps]
+    check_tokens(a.id, "maps", labels_a, labels_b, names, unit="maps",
+                 advice="models with the same layers and heads (for a captioner, the same "
+                 "caption)")  # fmt: skip
+    groups = []
+    for group_a, group_b in zip(a.groups, b.groups, strict=True):
+        maps = []
+        for (label, grid_a), (_, grid_b) in zip(group_a.maps, group_b.maps, strict=True):
+            if grid_a.shape != grid_b.shape:
+                raise ValueError(
+                    f"view {a.id!r}, map {group_a.name}: {label}: {names[0]}'s grid is "
+                    f"{tuple(grid_a.shape)} and {names[1]}'s {tuple(grid_b.shape)} (gh, gw); "
+                    "compare models with the same patches"
+                )
+            diff = grid_b.detach().double() - grid_a.detach().double()  # (gh, gw)
+            maps.append({"label": label, "a": rounded(grid_a), "b": rounded(grid_b),
+                         "diff": rounded(diff)})  # fmt: skip
+        groups.append({"name": group_a.name, "maps": maps})
+    return {**image_view(a.id, a.title, a.image, []), "groups": groups}
 
 
 @dataclass(frozen=True)
@@ -130,11 +174,12 @@ def compare_views(
     outputs: tuple[dict[str, Any], dict[str, Any]],
     names: tuple[str, str] = ("A", "B"),
 ) -> Compared:
-    """Pair ``views_a`` and ``views_b`` by id and compare each pair of token views.
+    """Pair ``views_a`` and ``views_b`` by id and compare each pair of token views, and each
+    pair of image views.
 
     Raises:
         ValueError: ``names`` not two distinct non-empty strings; a pair whose tokens, layers
-            or heads differ (naming both).
+            or heads differ, or whose images, maps or grids differ (naming both).
     """
     names = tuple(names)  # type: ignore[assignment]
     if len(names) != 2 or not all(isinstance(n, str) and n for n in names) or names[0] == names[1]:
@@ -146,11 +191,14 @@ def compare_views(
         if b is None:
             unpaired.append({"id": a.id, "title": a.title, "in": [names[0]],
                              "reason": f"only {names[0]} has this view"})  # fmt: skip
-        elif not (hasattr(a, "queries") and hasattr(b, "queries")):
-            unpaired.append({"id": a.id, "title": a.title, "in": list(names),
-                             "reason": "image views are not compared"})  # fmt: skip
-        else:
+        elif hasattr(a, "queries") and hasattr(b, "queries"):
             pairs.append(pair_json(a, b, names))
+        elif hasattr(a, "groups") and hasattr(b, "groups"):
+            pairs.append(image_pair_json(a, b, names))
+        else:
+            reason = "a token view and an image view are not compared"
+            unpaired.append({"id": a.id, "title": a.title, "in": list(names),
+                             "reason": reason})  # fmt: skip
     ids_a = {v.id for v in views_a}
     unpaired += [{"id": b.id, "title": b.title, "in": [names[1]],
                   "reason": f"only {names[1]} has this view"}

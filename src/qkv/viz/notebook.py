@@ -76,6 +76,9 @@ def compare_height(data: dict[str, Any]) -> int:
     """A first height for a comparison's frame: each pair's three matrices side by side."""
     height = 160 + 40 * len(data.get("unpaired", []))
     for pair in data.get("pairs", []):
+        if pair.get("type") == "image":  # three images of about 240 px, with their controls
+            height += 360
+            continue
         count = max(len(pair["queries"]), len(pair["keys"]))
         height += 200 + matrix_cell(count) * len(pair["queries"])
     return min(height, MAX_HEIGHT)

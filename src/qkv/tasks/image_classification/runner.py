@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from qkv.attention.flow import MAX_FLOW_TOKENS, attention_flow, flow_fits
 from qkv.attention.rollout import attention_rollout
 from qkv.data.images.datasets import ImageDataset, decode_image, load_image_dataset, read_image
 from qkv.models.registry import build_config, build_model
@@ -48,11 +49,16 @@ class ImageAttention:
         rollout: ``(gh, gw)``: the [CLS] row of the attention rollout over all layers
             (:func:`qkv.attention.rollout.attention_rollout`), renormalised over the patches.
         prediction: the image's class and the probability of each class.
+        flow: ``(gh, gw)``: the [CLS] row of the attention flow (one output's row,
+            :func:`qkv.attention.flow.attention_flow` with ``rows=[0]``), renormalised over the
+            patches; ``None`` when not asked for, or over flow's limit
+            (:func:`~qkv.attention.flow.flow_fits`).
     """
 
     cls_maps: Tensor
     rollout: Tensor
     prediction: Prediction
+    flow: Tensor | None = None
 
 
 class ImageClassifier:
@@ -157,9 +163,9 @@ class ImageClassifier:
         probabilities = self.logits(images).softmax(-1)
         return [Prediction.of(self.labels, p) for p in probabilities]
 
-    def attention(self, image: Tensor) -> ImageAttention:
-        """[CLS]-to-patch maps per layer and head, and the rollout, for one ``uint8`` image
-        ``(C, H, W)``."""
+    def attention(self, image: Tensor, *, flow: bool = False) -> ImageAttention:
+        """[CLS]-to-patch maps per layer and head, and the rollout (and with ``flow``, the
+        flow, up to its limit), for one ``uint8`` image ``(C, H, W)``."""
         self._check(image[None] if isinstance(image, Tensor) else image)
         patch = self.model.config.patch_size
         grid_h, grid_w = image.size(1) // patch, image.size(2) // patch
@@ -169,12 +175,17 @@ class ImageClassifier:
         cls_maps = torch.stack([w[0, :, 0, 1:] for w in weights])  # (L, H, P)
         rolled = attention_rollout(weights)[0, 0, 1:]  # (P,)
         rolled = rolled / rolled.sum().clamp_min(1e-12)
+        flowed = None
+        if flow and flow_fits(rolled.numel() + 1, 1):
+            flowed = attention_flow(weights, rows=[0])[0, 0, 1:]  # (P,)
+            flowed = (flowed / flowed.sum().clamp_min(1e-12)).reshape(grid_h, grid_w)
         probabilities = out.logits.float().softmax(-1)[0]
         prediction = Prediction.of(self.labels, probabilities)
         return ImageAttention(
             cls_maps.float().reshape(len(weights), -1, grid_h, grid_w),
             rolled.float().reshape(grid_h, grid_w),
             prediction,
+            flowed,
         )
 
     def evaluate(
@@ -215,11 +226,21 @@ class ImageClassifier:
     @checked_views
     def views(self, item: Tensor, options: ViewOptions | None = None) -> Seen:
         """The class of the ``uint8 (C, H, W)`` image ``item`` and its [CLS] attention: the
-        rollout, then each layer's head mean and heads."""
-        seen = self.attention(item)
+        rollout (and its flow with ``options.rollout``), then each layer's head mean and
+        heads."""
+        flow = options is not None and options.rollout
+        seen = self.attention(item, flow=flow)
         prediction = seen.prediction
         layers, heads = seen.cls_maps.shape[:2]
+        title = "[CLS] attention to the patches"
         groups = [MapGroup("rollout", [("rollout", seen.rollout)])]
+        if seen.flow is not None:
+            groups.append(MapGroup("flow", [("flow", seen.flow)]))
+        elif flow:
+            title += (
+                f"; flow not computed: {seen.rollout.numel() + 1} tokens, over its limit "
+                f"(N^3 <= {MAX_FLOW_TOKENS}^4 for one row)"
+            )
         for layer in range(layers):
             maps = seen.cls_maps[layer]  # (H, gh, gw)
             groups.append(
@@ -228,5 +249,5 @@ class ImageClassifier:
                     [("head mean", maps.mean(0))] + [(f"head {h}", maps[h]) for h in range(heads)],
                 )
             )
-        view = ImageView("vit", "[CLS] attention to the patches", item, groups, layered=True)
+        view = ImageView("vit", title, item, groups, layered=True, summaries=len(groups) - layers)
         return Seen(prediction.output(), [view], subject="the image")

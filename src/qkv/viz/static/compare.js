@@ -2,14 +2,19 @@
 // two results' token views side by side, A and B at the same layer and head (one selector
 // drives both), and the signed difference B - A on a diverging scale centred at 0 (blue: B
 // below A, red: B above A), its range symmetric: [-max |B - A|, +max |B - A|] of what is shown.
+// Image views likewise: one map (group and map selectors) of A and of B over the image, on one
+// min-max scale, and B - A over the image on the diverging scale.
 // Defines one global, qkvCompare.page(app, data, kit); explorer.js calls it with its helpers
-// (kit: el, header, heatImage, pixelImage, drawScaled, maxOf, colourTable, shown, fixed, cellSize, legend).
+// (kit: el, header, heatImage, pixelImage, drawScaled, maxOf, colourTable, shown, fixed, cellSize,
+// legend, overlayGrid, range, heat).
 //
 // Hooks for tests: #app[data-mode="compare"][data-state="done"]; .compare-output[data-side];
 //   .compare-pair[data-view-id][data-layer][data-head] with .layer-select, .head-select;
 //   canvas.compare-canvas[data-side="a"|"b"|"diff"] (Tk x Tq cells of data-cell px);
 //   the diff canvas's data-max-abs (the largest |B - A| shown); .compare-unpaired
-//   li[data-view-id] (a view not compared, and why).
+//   li[data-view-id] (a view not compared, and why). An image pair: .compare-pair[data-view-id]
+//   [data-view-type="image"][data-group][data-map] with .group-select, .map-select, its canvases
+//   canvas.compare-canvas[data-side] (the image's gh x gw cells; data-loaded once it is drawn).
 const qkvCompare = (function () {
   "use strict";
 
@@ -32,13 +37,100 @@ const qkvCompare = (function () {
     return max;
   }
 
-  // One pixel per cell, coloured by d / max on the diverging scale (0 at its middle).
+  // The colour of difference d on the diverging scale from -max to +max (0 at its middle).
+  function diverging(table, d, max) {
+    const t = max > 0 ? (d / max + 1) / 2 : 0.5;
+    const k = Math.max(0, Math.min(255, Math.round(t * 255))) * 3;
+    return [table[k], table[k + 1], table[k + 2]];
+  }
+
+  // One pixel per cell, coloured by d / max on the diverging scale.
   function diffImage(kit, table, matrix, max) {
-    return kit.pixelImage(matrix, (i, j) => {
-      const t = max > 0 ? (matrix[i][j] / max + 1) / 2 : 0.5;
-      const k = Math.max(0, Math.min(255, Math.round(t * 255))) * 3;
-      return [table[k], table[k + 1], table[k + 2]];
+    return kit.pixelImage(matrix, (i, j) => diverging(table, matrix[i][j], max));
+  }
+
+  const ALPHA = 0.6; // of the maps over the image
+
+  function imagePairView(kit, table, names, pair) {
+    const { el } = kit;
+    const groups = (pair.groups || []).filter((g) => Array.isArray(g.maps) && g.maps.length);
+    const width = Number(pair.width) || 1;
+    const height = Number(pair.height) || 1;
+    const root = el("section", { class: "view panel compare-pair", "data-view-id": pair.id,
+      "data-view-type": "image" });
+    root.append(el("div", { class: "view-head" }, el("h2", { text: pair.title || pair.id }),
+      el("span", { class: "view-meta", text: `${width} × ${height} pixels` })));
+    if (!groups.length) {
+      root.append(el("p", { class: "empty", text: "this view holds no maps" }));
+      return root;
+    }
+    const groupSelect = el("select", { class: "group-select", "aria-label": "group" },
+      groups.map((g, i) => el("option", { value: i, text: g.name })));
+    const mapSelect = el("select", { class: "map-select", "aria-label": "map" });
+    const readout = el("span", { class: "compare-range" });
+    root.append(el("div", { class: "view-controls" }, el("label", {}, "group ", groupSelect),
+      el("label", {}, "map ", mapSelect), readout));
+    // The longer side drawn at about 240 px: three images side by side.
+    const side = Math.max(width, height);
+    const scale = side <= 240 ? Math.max(1, Math.floor(240 / side)) : 240 / side;
+    const sides = [["a", names[0]], ["b", names[1]], ["diff", `${names[1]} − ${names[0]}`]];
+    const canvases = {};
+    root.append(el("div", { class: "compare-row" }, sides.map(([s, caption]) => {
+      const canvas = el("canvas", { class: "image-canvas compare-canvas", "data-side": s,
+        role: "img", "aria-label": `${caption}: attention over the image` });
+      canvas.width = Math.round(width * scale);
+      canvas.height = Math.round(height * scale);
+      canvases[s] = canvas;
+      return el("figure", { class: `compare-figure compare-${s}` },
+        el("figcaption", {}, el("strong", { text: caption })), canvas);
+    })));
+
+    // Only the pair's own data: URL is drawn; anything else would be a network request.
+    const image = new Image();
+    let loaded = false;
+    image.addEventListener("load", () => {
+      loaded = true;
+      draw();
+      for (const c of Object.values(canvases)) c.dataset.loaded = "true";
     });
+    const picture = String(pair.image || "");
+    if (picture.startsWith("data:image/")) image.src = picture;
+
+    function fillMaps() {
+      const group = groups[Number(groupSelect.value)];
+      mapSelect.replaceChildren(...group.maps.map((m, i) => el("option",
+        { value: i, text: m.label })));
+    }
+
+    function draw() {
+      const group = groups[Number(groupSelect.value)];
+      const map = group.maps[Number(mapSelect.value)];
+      const under = loaded ? image : null;
+      // One scale for A and B, so that equal weights get equal colours.
+      const [lowA, highA] = kit.range(map.a);
+      const [lowB, highB] = kit.range(map.b);
+      const low = Math.min(lowA, lowB);
+      const high = Math.max(highA, highB);
+      const heat = (w) => kit.heat(high > low ? (w - low) / (high - low) : 1);
+      kit.overlayGrid(canvases.a, under, map.a, heat, ALPHA, false);
+      kit.overlayGrid(canvases.b, under, map.b, heat, ALPHA, false);
+      const max = maxAbs(map.diff);
+      kit.overlayGrid(canvases.diff, under, map.diff, (d) => diverging(table, d, max), ALPHA,
+        false);
+      canvases.diff.dataset.maxAbs = max;
+      readout.textContent = `${names[0]} and ${names[1]}: ${kit.fixed(low)} to ` +
+        `${kit.fixed(high)} · max |${names[1]} − ${names[0]}| = ${kit.fixed(max)}`;
+      root.dataset.group = group.name;
+      root.dataset.map = map.label;
+    }
+    groupSelect.addEventListener("change", () => {
+      fillMaps();
+      draw();
+    });
+    mapSelect.addEventListener("change", draw);
+    fillMaps();
+    draw();
+    return root;
   }
 
   function pairView(kit, table, names, pair) {
@@ -145,7 +237,8 @@ const qkvCompare = (function () {
     if (!pairs.length) {
       layout.append(el("p", { class: "no-views panel", text: "no views to compare" }));
     }
-    layout.append(el("div", { id: "views" }, pairs.map((p) => pairView(kit, table, names, p))));
+    layout.append(el("div", { id: "views" }, pairs.map((p) => (p.type === "image" ?
+      imagePairView : pairView)(kit, table, names, p))));
     app.dataset.state = "done";
     if (data.inline) {
       const post = () => parent.postMessage({ qkvHeight: document.body.scrollHeight }, "*");

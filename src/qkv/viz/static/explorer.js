@@ -578,6 +578,34 @@
 
   // -------------------------------------------------------------------------- image views
 
+  // `target` filled with `image` (black until it has loaded: null) under a grid of equal cells,
+  // cell (r, c) coloured `rgb(grid[r][c])` ([r, g, b]) at opacity `alpha`; `lines` outlines them.
+  function overlayGrid(target, image, grid, rgb, alpha, lines) {
+    const ctx = target.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    ctx.fillStyle = "#000";
+    ctx.fillRect(0, 0, target.width, target.height);
+    if (image) ctx.drawImage(image, 0, 0, target.width, target.height);
+    const gh = grid.length;
+    const gw = gh ? grid[0].length : 0;
+    for (let r = 0; r < gh; r++) {
+      for (let c = 0; c < gw; c++) {
+        const x0 = Math.round((c * target.width) / gw);
+        const x1 = Math.round(((c + 1) * target.width) / gw);
+        const y0 = Math.round((r * target.height) / gh);
+        const y1 = Math.round(((r + 1) * target.height) / gh);
+        const [red, green, blue] = rgb(grid[r][c]);
+        ctx.fillStyle = `rgba(${red}, ${green}, ${blue}, ${alpha.toFixed(3)})`;
+        ctx.fillRect(x0, y0, x1 - x0, y1 - y0);
+        if (lines) {
+          ctx.strokeStyle = "rgba(255, 255, 255, 0.25)";
+          ctx.lineWidth = 1;
+          ctx.strokeRect(x0 + 0.5, y0 + 0.5, x1 - x0 - 1, y1 - y0 - 1);
+        }
+      }
+    }
+  }
+
   const IMAGE_HINT = "hover the image to read a region's weight (colours: this map's lowest " +
     "to highest weight)";
 
@@ -636,33 +664,10 @@
     if (picture.startsWith("data:image/")) image.src = picture;
 
     function paint(target, grid, alpha, lines) {
-      const ctx = target.getContext("2d");
-      ctx.imageSmoothingEnabled = false;
-      ctx.fillStyle = "#000";
-      ctx.fillRect(0, 0, target.width, target.height);
-      if (loaded) ctx.drawImage(image, 0, 0, target.width, target.height);
-      const gh = grid.length;
-      const gw = gh ? grid[0].length : 0;
       // Min-max scaled: a map's weights often differ little, and it is their order that shows.
       const [low, high] = range(grid);
-      for (let r = 0; r < gh; r++) {
-        for (let c = 0; c < gw; c++) {
-          const x0 = Math.round((c * target.width) / gw);
-          const x1 = Math.round(((c + 1) * target.width) / gw);
-          const y0 = Math.round((r * target.height) / gh);
-          const y1 = Math.round(((r + 1) * target.height) / gh);
-          const share = high > low ? (grid[r][c] - low) / (high - low) : 1;
-          const [red, green, blue] = colourAt(HEAT, share);
-          ctx.fillStyle = `rgba(${red}, ${green}, ${blue}, ${alpha.toFixed(3)})`;
-          ctx.fillRect(x0, y0, x1 - x0, y1 - y0);
-          if (lines) {
-            ctx.strokeStyle = "rgba(255, 255, 255, 0.25)";
-            ctx.lineWidth = 1;
-            ctx.strokeRect(x0 + 0.5, y0 + 0.5, x1 - x0 - 1, y1 - y0 - 1);
-          }
-        }
-      }
-      return [gh, gw];
+      overlayGrid(target, loaded ? image : null, grid,
+        (w) => colourAt(HEAT, high > low ? (w - low) / (high - low) : 1), alpha, lines);
     }
 
     let buttons = [];
@@ -1062,7 +1067,8 @@
   try {
     if (data.mode === "compare") {
       qkvCompare.page(app, data, { el, header, heatImage, pixelImage, drawScaled, maxOf,
-        colourTable, shown, fixed, cellSize, legend });
+        colourTable, shown, fixed, cellSize, legend, overlayGrid, range,
+        heat: (share) => colourAt(HEAT, share) });
     } else if (data.mode === "static" && data.inline) inlinePage();
     else if (data.mode === "static") staticPage();
     else servedPage();
