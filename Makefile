@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.qkv-installed
 
-.PHONY: install demo attention-demo test test-slow lint format bench clean
+.PHONY: install demo attention-demo test test-slow lint format bench docs clean
 
 install: $(STAMP)
 
@@ -78,8 +78,13 @@ test: lint
 test-slow: $(STAMP)
 	$(PYTEST) -q -n 2 -m slow
 
+# The documentation site into site/ (strict: any warning fails it; nothing fetched from the network,
+# so site/index.html opens from the file system).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(PY) benchmarks/attention.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache .hypothesis

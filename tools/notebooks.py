@@ -57,7 +57,9 @@ def execute(
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    saved = {k: os.environ.get(k) for k in ("QKV_TUTORIAL_MODE", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    saved = {
+        k: os.environ.get(k) for k in ("QKV_TUTORIAL_MODE", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     os.environ.update(
         QKV_TUTORIAL_MODE=mode, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)
     )
