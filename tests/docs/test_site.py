@@ -110,6 +110,7 @@ def test_a_notebook_view_reaches_the_page(tmp_path):
     (jupyter,) = [p for p in ours["plugins"] if isinstance(p, dict) and "mkdocs-jupyter" in p]
     config = {"site_name": "t", "docs_dir": "docs", "theme": {"name": "material", "font": False},
               "plugins": [jupyter], "use_directory_urls": False,
+              "hooks": [str(ROOT / "tools" / "site_hooks.py")],
               "nav": ["index.md", "tutorials/view.ipynb"]}  # fmt: skip
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
     built = _mkdocs(tmp_path / "mkdocs.yml", tmp_path / "site")
@@ -117,3 +118,4 @@ def test_a_notebook_view_reaches_the_page(tmp_path):
     page = (tmp_path / "site" / "tutorials" / "view.html").read_text(encoding="utf-8")
     (frame,) = frames(page)
     assert "srcdoc" in frame and "qkv-data" in frame["srcdoc"]
+    assert fetched_urls(page, links=False) == []
