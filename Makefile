@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.qkv-installed
 
-.PHONY: install demo attention-demo test test-slow lint format tutorials bench clean
+.PHONY: install demo attention-demo test test-slow lint format tutorials bench docs clean
 
 install: $(STAMP)
 
@@ -83,8 +83,13 @@ test-slow: $(STAMP)
 tutorials: $(STAMP)
 	$(PY) tools/notebooks.py docs/tutorials/*.py
 
+# The documentation site into site/ (strict: any warning fails it; nothing fetched from the network,
+# so site/index.html opens from the file system).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(PY) benchmarks/attention.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -17,18 +17,65 @@ and :func:`config_from_flat`, :func:`flat_values` and :func:`flat_fields` call t
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import types
 import typing
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
+
+# What the range checks below were asked inside :func:`recorded_checks` (None: outside one).
+_RECORDED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "qkv_recorded_checks", default=None
+)
+
+
+@contextlib.contextmanager
+def recorded_checks() -> Iterator[dict[str, str]]:
+    """Within the block, every :func:`check_positive_ints`, :func:`check_fractions`,
+    :func:`check_casing` and :func:`check_choice` call notes the field it checked and what it
+    allows, in words (``{"d_model": ">= 1", "pooling": "one of cls, mean"}``): building a config
+    inside the block gives the ranges its ``__post_init__`` enforces, which the configuration
+    reference states (a range it states is the check's own, so it cannot drift from it)."""
+    token = _RECORDED.set({})
+    try:
+        found = _RECORDED.get()
+        assert found is not None
+        yield found
+    finally:
+        _RECORDED.reset(token)
+
+
+def note_range(name: str, allowed: str) -> None:
+    """Note, inside :func:`recorded_checks`, that the field ``name`` (``data.vocab_size``: its
+    last part) allows ``allowed``; a range check calls it before it checks."""
+    found = _RECORDED.get()
+    if found is not None:
+        found[name.rsplit(".", 1)[-1]] = allowed
+
+
+def ranged(default: Any, allowed: str) -> Any:
+    """A field ``default`` whose values ``__post_init__`` limits to ``allowed`` (``">= 1"``,
+    ``"> 0"``, ``"[0, 1)"``; null too where the type allows it), kept in the field's metadata
+    for the configuration reference. ``tests/docs/test_config_ranges.py`` builds every such
+    field at its bound and just past it, so a stated range that the check does not enforce
+    fails the tests."""
+    return dataclasses.field(default=default, metadata={"range": allowed})
+
+
+def choice(default: str, allowed: Collection[str]) -> Any:
+    """A field ``default`` whose ``__post_init__`` accepts only the names in ``allowed`` (the
+    very table it checks against, so the reference lists what the check accepts)."""
+    return dataclasses.field(default=default, metadata={"choices": tuple(allowed)})
 
 
 def check_positive_ints(config: object, names: Iterable[str]) -> None:
     """Raise ``ValueError`` (``d_model must be a positive int, got 0``) unless each field
     ``names`` of ``config`` is an int >= 1 (a bool is not one)."""
     for name in names:
+        note_range(name, "integer >= 1")
         value = getattr(config, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -38,6 +85,7 @@ def check_fractions(config: object, names: Iterable[str]) -> None:
     """Raise ``ValueError`` (``dropout must be in [0, 1), got 1.0``) unless each field ``names``
     of ``config`` is a number in ``[0, 1)``, as a dropout probability must be."""
     for name in names:
+        note_range(name, "[0, 1)")
         value = getattr(config, name)
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not 0.0 <= value < 1.0:
@@ -48,6 +96,7 @@ def check_casing(config: Any) -> None:
     """A config's casing feature: ``casing_dim`` and ``num_shapes`` ints >= 0, and at least two
     shapes to embed when ``casing_dim > 0``."""
     for name in ("casing_dim", "num_shapes"):
+        note_range(name, "integer >= 0")
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an int >= 0, got {value!r}")
@@ -61,6 +110,7 @@ def check_casing(config: Any) -> None:
 def check_choice(name: str, value: object, allowed: Collection[object]) -> None:
     """Raise ``ValueError`` (``pooling must be one of ('cls', 'mean'), got 'sum'``) unless
     ``value`` is one of ``allowed``, shown in the message as given (a tuple, a sorted list)."""
+    note_range(name, "one of " + ", ".join(str(a) for a in allowed))
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 

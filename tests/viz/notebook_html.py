@@ -65,21 +65,24 @@ def parse(html: str) -> Parsed:
     return parser.out
 
 
-def fetched_urls(html: str) -> list[str]:
+def fetched_urls(html: str, *, links: bool = True) -> list[str]:
     """Every absolute (http, https or protocol-relative) URL a browser would load from ``html``:
     in URL attributes, in CSS (``url()``, ``@import``) in style elements and attributes, and in
     scripts (``fetch``, ``import``, ``XMLHttpRequest``, sockets, workers). Frames' ``srcdoc``
-    pages are read too."""
+    pages are read too. ``links=False`` leaves out the ``href`` of links (``<a>``, ``<area>``),
+    which load nothing until a reader follows them (a site's links out, for one)."""
     page = parse(html)
     found: list[str] = []
     for tag, attrs in page.tags:
         for name, value in attrs.items():
+            if not links and tag in ("a", "area") and name == "href":
+                continue
             if name in URL_ATTRIBUTES and ABSOLUTE.match(value.strip()):
                 found.append(value)
             if name == "style":
                 found += [a or b for a, b in CSS_URL.findall(value) if ABSOLUTE.match(a or b)]
         if tag == "iframe" and "srcdoc" in attrs:
-            found += fetched_urls(attrs["srcdoc"])
+            found += fetched_urls(attrs["srcdoc"], links=links)
         if tag == "meta" and attrs.get("http-equiv", "").lower() == "refresh":
             found.append(attrs.get("content", ""))
     for style in page.styles:

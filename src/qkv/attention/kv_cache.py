@@ -44,8 +44,10 @@ class KVCache:
         """A cache with no positions yet.
 
         Args:
-            batch, heads: ``B`` and the number of key/value heads ``Hkv``.
-            key_dim, value_dim: per-head widths (``value_dim`` defaults to ``key_dim``).
+            batch: ``B``.
+            heads: the number of key/value heads ``Hkv``.
+            key_dim: the per-head width of the keys.
+            value_dim: the per-head width of the values (defaults to ``key_dim``).
             max_len: capacity; storage is allocated once. ``None``: grow by concatenation.
         """
         value_dim = key_dim if value_dim is None else value_dim

@@ -37,7 +37,8 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: key/value heads ``Hkv`` (a divisor of ``H``); defaults to ``H``.
         bias: biases on the four projections.
         dropout: dropout on the attention weights, active only in training mode.
-        kdim, vdim: widths of the key and value inputs for cross-attention; default ``d_model``.
+        kdim: width of the key input for cross-attention; default ``d_model``.
+        vdim: width of the value input for cross-attention; default ``d_model``.
         rotary: rotary position embedding applied to queries and keys (RoPE), or ``None``.
 
     Shape:

@@ -70,9 +70,13 @@ def neuron_view(
         query: the layer's query input ``(B, Tq, D)``, as passed to ``module``.
         key: its key input ``(B, Tk, kdim)`` for cross-attention; ``None`` for self-attention.
         head: the query head ``h`` in ``[0, H)``.
-        query_position, key_position: ``i`` in ``[0, Tq)`` and ``j`` in ``[0, Tk)``.
+        query_position: ``i`` in ``[0, Tq)``.
+        key_position: ``j`` in ``[0, Tk)``.
         batch: which sequence of the batch.
-        keep, bias, is_causal, positions: as passed to ``module`` (no cache: the whole sequence).
+        keep: as passed to ``module`` (no cache: the whole sequence).
+        bias: as passed to ``module``.
+        is_causal: as passed to ``module``.
+        positions: as passed to ``module``.
 
     Returns:
         a :class:`NeuronView`.

@@ -179,8 +179,7 @@ class TransformerDecoderLayer(_Residual, nn.Module):
     serves teacher forcing (``T`` queries, no cache) and incremental decoding (new queries after
     the positions already in ``self_cache``).
 
-    Args:
-        as for :class:`TransformerEncoderLayer`.
+    Its arguments are those of :class:`TransformerEncoderLayer`.
 
     Shape:
         ``x``: ``(B, T, D)``; ``memory``: ``(B, S, D)``; ``memory_keep``: broadcastable to

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qkv.config_values import note_range
 from qkv.data.labelled.word_split import check_splitter, corpus_splitter
 from qkv.data.tokens.subword import MAX_VOCAB_SIZE
 from qkv.decoding.sizes import MAX_BEAM_SIZE
@@ -17,6 +18,7 @@ __all__ = ["MAX_BEAM_SIZE", "EncoderDataConfig", "PredictConfig", "check_vocab_s
 def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
     """``data.vocab_size`` between ``smallest`` and :data:`MAX_VOCAB_SIZE` (the tokenizers
     library aborts the process, with no error to catch, on a vocabulary it cannot allocate)."""
+    note_range("vocab_size", f"integer from {smallest} to {MAX_VOCAB_SIZE:,}")
     if not smallest <= value <= MAX_VOCAB_SIZE:
         raise ValueError(
             f"data.vocab_size must be between {smallest} and {MAX_VOCAB_SIZE:,}{what}, got {value}"

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from qkv.config_values import choice, ranged
 from qkv.training.schedules import SCHEDULES
 
 # Budget clocks: wall time, or the CPU time of this process summed over its threads (a budget
@@ -38,33 +39,37 @@ class TrainConfig:
     leaves them unread.
     """
 
-    max_steps: int = 100_000
-    max_minutes: float | None = None
-    clock: str = "wall"  # what max_minutes and snapshot_minutes count: "wall" or "cpu" time
+    max_steps: int = ranged(100_000, ">= 1")
+    max_minutes: float | None = ranged(None, "> 0")
+    # What max_minutes and snapshot_minutes count: "wall" or "cpu" time.
+    clock: str = choice("wall", CLOCKS)
     snapshot_minutes: tuple[float, ...] = ()  # hand the weights to on_snapshot at these marks
-    batch_tokens: int = 4096  # read by the task: tokens per training batch
-    accumulate: int = 1  # batches per optimiser step (per process under torchrun)
+    batch_tokens: int = ranged(4096, ">= 1")  # read by the task: tokens per training batch
+    accumulate: int = ranged(1, ">= 1")  # batches per optimiser step (per process under torchrun)
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:N
-    precision: str = "fp32"  # fp32; bf16 (autocast, CPU or CUDA); fp16 (autocast + scaler, CUDA)
+    # fp32; bf16 (autocast, CPU or CUDA); fp16 (autocast + scaler, CUDA).
+    precision: str = choice("fp32", PRECISIONS)
     compile: bool = False  # torch.compile the model for the training steps
-    lr: float = 7e-4
+    lr: float = ranged(7e-4, "> 0")
     # The parameters outside the model's `encoder` (a tagger's or classifier's head: its output
     # layer, casing embedding, CRF) learn at head_lr; null: at lr. A pretrained encoder is
     # fine-tuned at a small lr while the new head, zeros or random at step 0, needs a larger one.
-    head_lr: float | None = None
-    schedule: str = "inverse_sqrt"
-    warmup_steps: int = 4000
-    weight_decay: float = 0.0
+    head_lr: float | None = ranged(None, "> 0")
+    schedule: str = choice("inverse_sqrt", SCHEDULES)
+    warmup_steps: int = ranged(4000, ">= 0")
+    weight_decay: float = ranged(0.0, ">= 0")
     adam_betas: tuple[float, float] = (0.9, 0.98)
-    clip_norm: float | None = 1.0
-    label_smoothing: float = 0.1  # read by the task: eps of its cross-entropy loss_fn
-    eval_every: int = 1000
-    checkpoint_every: int | None = 1000  # steps; also at the end. None: only when a signal
-    # stops the run, and at the end of a resumed one
-    keep_checkpoints: int = 1
-    patience: int | None = None
+    clip_norm: float | None = ranged(1.0, "> 0")
+    # Read by the task: eps of its cross-entropy loss_fn.
+    label_smoothing: float = ranged(0.1, "[0, 1)")
+    eval_every: int = ranged(1000, ">= 1")
+    # Steps; also at the end. None: only when a signal stops the run, and at the end of a
+    # resumed one.
+    checkpoint_every: int | None = ranged(1000, ">= 1")
+    keep_checkpoints: int = ranged(1, ">= 1")
+    patience: int | None = ranged(None, ">= 1")
     seed: int = 0
-    log_every: int = 50
+    log_every: int = ranged(50, ">= 1")
     tensorboard: bool | None = None  # metrics also to RUN_DIR/tensorboard; None: when installed
 
     def __post_init__(self) -> None:

@@ -112,10 +112,12 @@ def merge_word_attention(
 
     Args:
         weights: ``(H, Tq, Tk)`` or ``(Tq, Tk)`` float attention, rows summing to 1.
-        query_tokens, key_tokens: the ``Tq`` and ``Tk`` piece strings (labels, and the markers
-            read when no grouping is given).
-        query_groups, key_groups: each piece's word index (``0 .. W - 1``, every word used);
+        query_tokens: the ``Tq`` piece strings (labels, and the markers read when no grouping
+            is given).
+        key_tokens: the ``Tk`` piece strings, likewise.
+        query_groups: each query piece's word index (``0 .. W - 1``, every word used);
             default: :func:`word_groups` with ``marker``.
+        key_groups: each key piece's word index, likewise.
         marker: ``"▁"``, ``"##"`` or ``"</w>"``, for pieces without an explicit grouping.
         hide_special: drop the rows and columns of special words (all of whose pieces are in
             ``special``); rows are then not renormalised unless ``renormalise``.

@@ -56,8 +56,9 @@ class ShowAttendTellConfig(Presets, family="show_attend_tell", sizes=("vocab_siz
 
     Args:
         vocab_size: ``V`` caption words, specials included.
-        image_channels, tile_height, tile_width: ``C, H, W`` of one tile; ``H`` and ``W`` must
-            be multiples of the stride ``2**len(conv_channels)``.
+        image_channels: ``C`` of one tile.
+        tile_height: ``H`` of one tile, a multiple of the stride ``2**len(conv_channels)``.
+        tile_width: ``W`` of one tile, a multiple of the stride ``2**len(conv_channels)``.
         conv_channels: the width of each encoder block.
         region_layers: 3x3 convolutions (BatchNorm, ReLU) of width ``D`` on the region grid
             after the blocks; each widens what one region sees by 2 regions, so that a region

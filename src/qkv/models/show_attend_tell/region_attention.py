@@ -71,8 +71,9 @@ def attend_regions(
     """The attention of the next word from the decoder state ``h (B, hidden)``.
 
     Args:
-        regions, prepared, keep: ``(B, R, D)`` regions, the score's ``U a (B, R, A)``, ``keep
-            (B, 1, R)`` (``True`` at real regions).
+        regions: ``(B, R, D)`` regions.
+        prepared: the score's ``U a (B, R, A)``.
+        keep: ``(B, 1, R)`` (``True`` at real regions).
         score: ``f_att``; gate: ``f_beta``; hard: the hard attention module (``None``: soft).
         expected: ``(B,)`` bool: these strips take the expected context (hard attention in
             training only).

@@ -23,8 +23,9 @@ class RegionEncoder(nn.Sequential):
     """The CNN of one tile, and the layout of a strip's tiles as regions.
 
     Args:
-        image_channels, tile_height, tile_width: ``C, H, W`` of one tile (``H`` and ``W``
-            multiples of ``2**len(conv_channels)``).
+        image_channels: ``C`` of one tile.
+        tile_height: ``H`` of one tile (a multiple of ``2**len(conv_channels)``).
+        tile_width: ``W`` of one tile (a multiple of ``2**len(conv_channels)``).
         conv_channels: the width of each block.
         region_layers: 3x3 convolutions of width ``D`` on the region grid after the blocks.
         feature_dim: ``D``.
