@@ -81,7 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--out",
         type=Path,
-        help="markdown report (default docs/benchmarks.md; with --quick, stdout only unless given)",
+        help="markdown report (default docs/results/attention-speed.md; with --quick, stdout only "
+        "unless given)",
     )
     parser.add_argument("--json", type=Path, help="also dump the raw results as JSON here")
     parser.add_argument("--lengths", type=parse_ints, help="sequence lengths, e.g. 128,256,512")
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     out_path = (
         args.out
         if args.out is not None
-        else (None if cfg.quick else ROOT / "docs" / "benchmarks.md")
+        else (None if cfg.quick else ROOT / "docs" / "results" / "attention-speed.md")
     )
     started = utc_stamp()
     t0 = time.perf_counter()

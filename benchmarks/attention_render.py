@@ -1,4 +1,4 @@
-"""The attention benchmark's section of ``docs/benchmarks.md``, in markdown, from its
+"""The attention benchmark's section of ``docs/results/attention-speed.md``, in markdown, from its
 measurements: the machine and the command, the targets, the method, then one table per part
 (Part 1 times and peaks, Part 1b weights requested, Part 2 the additive score, Part 3
 bfloat16 speed and accuracy).

@@ -155,7 +155,6 @@ def main() -> int:
     )
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--json", type=Path, default=Path("docs/results/captioning.json"))
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args()
     ordered = run_named(
         parser,
@@ -166,7 +165,7 @@ def main() -> int:
         report_only=args.report_only,
     )
     section = report(ordered)
-    publish(section, args.out, args.json.with_suffix(".md"), "Captioning quality", BEGIN, END)
+    publish(section, args.json.with_suffix(".md"), "Captioning quality", END)
     print(section)
     return 0
 

@@ -73,7 +73,7 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
 FINDINGS = [
     "What the rows say. Each row is one run; two runs of one recipe that differ only slightly",
     "(a few steps, the thread count) have differed by up to 2 BLEU at this point of training, so",
-    "differences under about 1.5 BLEU are not findings. The issue's lead, that Joey NMT learns",
+    "differences under about 1.5 BLEU are not findings. The lead that Joey NMT learns",
     "more per step, is not explained by the embedding initialisation: N(0, 1/D) embeddings (C)",
     "scored lower than Xavier (A). Joey's layers are pre-norm, and pre-norm (B) scored the same",
     "as post-norm. A larger learning rate with cosine decay to zero (D) reached the lowest",

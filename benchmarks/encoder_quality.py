@@ -2,7 +2,7 @@
 on its own wall-clock budget, both cores), then score them on the held-out test split: accuracy
 and macro-F1 for sentiment (Rotten Tomatoes, by film), token accuracy for part-of-speech tagging
 (the gold WSJ sample). Results accumulate in ``docs/results/encoder-quality.json``; the report is
-``docs/results/encoder-quality.md`` and a section of ``docs/benchmarks.md``.
+``docs/results/encoder-quality.md``.
 
     PYTHONPATH=src python benchmarks/encoder_quality.py rt-minilm pos-minilm   # train + score
     PYTHONPATH=src python benchmarks/encoder_quality.py --report-only          # rewrite reports
@@ -125,7 +125,6 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--json", type=Path, default=Path("docs/results/encoder-quality.json"))
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     args = parser.parse_args()
     ordered = run_named(
         parser,
@@ -136,7 +135,7 @@ def main() -> int:
         report_only=args.report_only,
     )
     section = report(ordered)
-    publish(section, args.out, args.json.with_suffix(".md"), "Encoder quality", BEGIN, END)
+    publish(section, args.json.with_suffix(".md"), "Encoder quality", END)
     print(section)
     return 0
 

@@ -2,7 +2,7 @@
 REQUESTS requests from CLIENTS concurrent clients (threads, one HTTP connection each), valid
 inputs with invalid ones mixed in; every request must get its expected answer (200 with views
 for a valid input, the expected 4xx for an invalid one) and the server must still be healthy
-afterwards. Latency percentiles go to ``docs/benchmarks.md``.
+afterwards. Latency percentiles go to ``docs/results/explorer-load.md``.
 
     qkv train configs/tiny/reverse-transformer.yaml          # the small text model
     qkv train configs/vit/digits.yaml --set train.max_minutes=1   # a small Vision Transformer
@@ -231,7 +231,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--json", type=Path, default=Path("docs/results/explorer-load.json"))
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/explorer-load.md"))
     parser.add_argument(
         "--report-only", action="store_true", help="rewrite the section from --json"
     )

@@ -10,7 +10,8 @@ Part 2, training: tokens per second of forward + backward + AdamW step on random
 (8 x 256), float32 and bfloat16 autocast, with and without ``torch.compile``, for the 6-layer
 model; achieved GFLOP/s against the matrix-product limit measured in the same run.
 
-    PYTHONPATH=src python benchmarks/language_model.py        # writes docs/benchmarks.md
+    PYTHONPATH=src python benchmarks/language_model.py
+    # writes docs/results/language-model-speed.md
 
 Randomly initialised weights (no GPT-2 weights exist here): speed does not depend on their values.
 """
@@ -247,7 +248,7 @@ def main() -> int:
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--train-modes", default="fp32,bf16,fp32+compile,bf16+compile")
     parser.add_argument("--skip-uncached", action="store_true")
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/language-model-speed.md"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     command = script_command()

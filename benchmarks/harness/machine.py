@@ -1,8 +1,8 @@
 """Where, when and how a benchmark ran: the machine (CPU model and features, cores, memory,
 torch and Python), the CPU time other processes took meanwhile, the time and the command line.
 
-A section of ``docs/benchmarks.md`` is only worth its numbers on the machine that produced them,
-so every benchmark records these the same way: :func:`machine_facts` as a table,
+A benchmark's section of ``docs/results/`` is only worth its numbers on the machine that produced
+them, so every benchmark records these the same way: :func:`machine_facts` as a table,
 :func:`machine_description` and :func:`machine_line` in a sentence.
 """
 

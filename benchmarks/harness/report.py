@@ -1,7 +1,8 @@
 """Writing what a benchmark measured: progress lines on stderr, markdown tables, and one
-benchmark's section of ``docs/benchmarks.md`` between its markers (``<!-- NAME:begin -->`` and
-``<!-- NAME:end -->``), leaving the other sections alone; for benchmarks made of named runs, the
-runs' results kept as JSON so one run can be redone without the others."""
+benchmark's section of its page under ``docs/results/`` between its markers
+(``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``), leaving the other sections alone; for
+benchmarks made of named runs, the runs' results kept as JSON so one run can be redone without
+the others."""
 
 from __future__ import annotations
 
@@ -78,8 +79,7 @@ def run_named(
     return {name: results[name] for name in known if name in results}
 
 
-def publish(section: str, out: Path, markdown: Path, title: str, begin: str, end: str) -> None:
-    """Splice ``section`` into ``out`` and write it alone, under ``# title``, to ``markdown``."""
-    splice(out, section, begin, end)
+def publish(section: str, markdown: Path, title: str, end: str) -> None:
+    """Write ``section`` (without its markers), under ``# title``, to ``markdown``."""
     body = section.split("\n", 1)[1].rsplit(end, 1)[0]  # without the markers
     atomic_write(markdown, lambda handle: handle.write(f"# {title}\n\n{body}".encode()))

@@ -123,7 +123,8 @@ def test_attend_leaves_its_inputs_alone_unless_told_to_overwrite(need_weights):
 
 @pytest.mark.parametrize("grad", [False, True], ids=["no-grad", "grad"])
 def test_multihead_attention_equals_the_floor_with_a_padding_mask(grad):
-    """Four projections around bare SDPA (what docs/benchmarks.md calls the floor): equal."""
+    """Four projections around bare SDPA (what docs/results/attention-speed.md calls the floor):
+    equal."""
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4).eval()
     x = torch.randn(B, TK, 16, requires_grad=grad)

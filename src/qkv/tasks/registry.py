@@ -6,7 +6,7 @@ families, where its training function and runner are, and the options it takes).
 are imported on first use and import only the task's sections, so a command pays only for the
 task it runs, and reading a YAML file pays for none of its training code. ``qkv train``,
 ``evaluate``, ``plot-attention``, ``serve`` and ``explore`` ask this registry and nothing else;
-adding a task is one folder and one row here (ARCHITECTURE.md, "Adding a task").
+adding a task is one folder and one row here (docs/development/adding-a-task.md).
 """
 
 from __future__ import annotations
