@@ -170,9 +170,9 @@ if MODE == "full":  # the claims above, checked on this run
 # source, the second to the symbol before, and so on (the weight is often shared between two
 # neighbouring source positions: the score reads the previous decoder state `s_{i-1}`, and the
 # bidirectional encoder's state at each position also knows its neighbours). The model has
-# learnt the alignment without ever being told it, as Bahdanau et al.'s model learnt the (mostly monotonic, locally reordered)
-# alignment between English and French words. The fixed-context model has no such matrix to
-# draw; its whole view of the source is one vector.
+# learnt the alignment without ever being told it, as Bahdanau et al.'s model learnt the
+# (mostly monotonic, locally reordered) alignment between English and French words. The
+# fixed-context model has no such matrix to draw; its whole view of the source is one vector.
 
 # %%
 translator = qkv.load(runs["bahdanau"])
