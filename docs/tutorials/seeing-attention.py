@@ -85,10 +85,18 @@ display(seen)
 # anti-diagonal appears as training goes on.
 
 # %%
-early = train("tiny/reverse-transformer", "reverse-early", train__max_steps=budget(40, 2),
+steps = {"early": budget(40, 2), "late": budget(800, 3)}
+early = train("tiny/reverse-transformer", "reverse-early", train__max_steps=steps["early"],
               **reverse)  # fmt: skip
-forced = ViewOptions(target=seen.output["text"])
-compared = qkv.load(early).views(sentence, forced).compare(seen, names=("early", "late"))
+forced = ViewOptions(target=seen.output["text"])  # both read the late model's translation
+compared = (
+    qkv.load(early)
+    .views(sentence, forced)
+    .compare(
+        translator.views(sentence, forced),
+        names=(f"{steps['early']} steps", f"{steps['late']} steps"),
+    )
+)
 display(compared)
 
 # %% [markdown]
@@ -157,7 +165,9 @@ display(language_model.views("In the beginning God", ViewOptions(new_tokens=20))
 digits = train("vit/digits", "vit", train__max_steps=budget(900, 2), train__max_minutes=None,
                train__eval_every=budget(300, 2))  # fmt: skip
 vit = qkv.load(digits)
-test_digits = load_digits().test_images  # uint8 (N, 1, 8, 8), never seen in training
+held_out = load_digits()  # its test split was never seen in training
+test_digits, test_labels = held_out.test_images, held_out.test_labels  # (N, 1, 8, 8) uint8, (N,)
+print("the image is a", held_out.classes[test_labels[0]])
 display(vit.views(test_digits[0], ViewOptions(rollout=True)))
 
 # %% [markdown]
@@ -171,4 +181,5 @@ strips = train("caption/tiny", "caption", train__max_steps=budget(300, 2),
                data__train_strips=budget(2000, 64))  # fmt: skip
 captioner = qkv.load(strips)
 strip = torch.cat([test_digits[1], test_digits[2]], dim=-1)  # (1, 8, 16): two digits side by side
+print("the strip shows", held_out.classes[test_labels[1]], held_out.classes[test_labels[2]])
 display(captioner.views(strip))
