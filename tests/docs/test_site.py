@@ -1,7 +1,8 @@
 """The documentation site builds as ``make docs`` builds it (``mkdocs build --strict``) with no
 warning; its pages load nothing from the network (scripts, styles, images, frames: a link a
 reader clicks is fine); the generated configuration reference lists every key of the configs and
-the CLI reference every command; and a tutorial notebook's inline attention view (an
+the CLI reference every command; the API pages show a docstring's Sphinx roles as links (or
+code), never as text; and a tutorial notebook's inline attention view (an
 ``<iframe srcdoc=...>`` output) reaches the built page."""
 
 from __future__ import annotations
