@@ -275,10 +275,31 @@ def cli_page() -> str:
     return "\n".join(out) + "\n"
 
 
+def _package_modules(package: str) -> list[str]:
+    """The public modules under ``qkv.<package>`` (found on disk, so a new module gets its
+    section), sorted."""
+    src = ROOT / "src" / "qkv"
+    return sorted(
+        info.name
+        for info in pkgutil.walk_packages([str(src / package)], f"qkv.{package}.")
+        if not any(part.startswith("_") for part in info.name.split("."))
+    )
+
+
+def api_modules() -> list[str]:
+    """Every module the API pages show (``tools/griffe_roles.py`` links a docstring's
+    reference to a name in one of them, and shows any other of qkv's names as code)."""
+    found = ["qkv"]
+    for package in API_PACKAGES:
+        found += [f"qkv.{package}", *_package_modules(package)]
+    for modules in API_MODULES.values():
+        found += modules
+    return found
+
+
 def api_pages() -> dict[str, str]:
     """The API reference's pages (``name.md`` -> Markdown): one per package, a ``:::`` block
-    per public module (found on disk, so a new module gets its section)."""
-    src = ROOT / "src" / "qkv"
+    per public module."""
     pages = {
         "index.md": "# The public face\n\n"
         "`import qkv` gives `qkv.train`, `qkv.load`, `qkv.show_attention` and the attention "
@@ -286,14 +307,9 @@ def api_pages() -> dict[str, str]:
         "::: qkv\n    options:\n      show_submodules: false\n"
     }
     for package in API_PACKAGES:
-        modules = [
-            info.name
-            for info in pkgutil.walk_packages([str(src / package)], f"qkv.{package}.")
-            if not any(part.startswith("_") for part in info.name.split("."))
-        ]
         body = [f"# qkv.{package}", "", f"::: qkv.{package}", "    options:",
                 "      members: false", ""]  # fmt: skip
-        for module in sorted(modules):
+        for module in _package_modules(package):
             body += [f"::: {module}", ""]
         pages[f"{package}.md"] = "\n".join(body)
     for page, modules in API_MODULES.items():

@@ -1,13 +1,15 @@
 """The documentation site builds as ``make docs`` builds it (``mkdocs build --strict``) with no
 warning; its pages load nothing from the network (scripts, styles, images, frames: a link a
 reader clicks is fine); the generated configuration reference lists every key of the configs and
-the CLI reference every command; and a tutorial notebook's inline attention view (an
+the CLI reference every command; the API pages show a docstring's Sphinx roles as links (or
+code), never as text; and a tutorial notebook's inline attention view (an
 ``<iframe srcdoc=...>`` output) reaches the built page."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +81,25 @@ def test_the_configuration_reference_lists_every_key(site):
         missing = [key for key in model_fields(family) if f"<code>{key}</code>" not in page]
         assert missing == [], f"{family}: {missing}"
     assert "one of inverse_sqrt" in page  # TrainConfig.schedule's choices, from SCHEDULES
+
+
+# A Sphinx role as a page shows it when nothing rewrote it: ``:class:`X``` reads ``:class:<code>X``.
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|const|exc|obj|mod):")
+
+
+def test_the_api_pages_show_links_not_sphinx_roles(site):
+    """Every docstring role became a link or code (tools/griffe_roles.py): none shows as text,
+    and a role across pages links to where the name is defined."""
+    pages = {p.stem: p.read_text(encoding="utf-8") for p in (site / "reference" / "api").iterdir()
+             if p.suffix == ".html"}  # fmt: skip
+    assert len(pages) >= 10
+    assert {name: SPHINX_ROLE.findall(page) for name, page in pages.items()
+            if SPHINX_ROLE.search(page)} == {}  # fmt: skip
+    # qkv.models.show_attend_tell.region_attention: :func:`qkv.attention.core.attend`.
+    assert 'href="attention.html#qkv.attention.core.attend"' in pages["models"]
+    # Seen.figure's :meth:`view` (its own class); ViewOptions' :meth:`Seen.compare` (imported).
+    assert 'href="#qkv.tasks.seen.Seen.view"' in pages["tasks-spec"]
+    assert 'href="#qkv.tasks.seen.Seen.compare"' in pages["tasks-spec"]
 
 
 def test_the_cli_reference_lists_every_command(site):

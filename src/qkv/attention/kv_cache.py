@@ -6,11 +6,11 @@ caller creates, passes to every call and keeps: no module stores it (no hidden s
 
 Two kinds:
 
-* a **growing** cache (:meth:`KVCache.empty`): each :meth:`update` appends new keys and values;
-  with ``max_len`` the storage is allocated once and written in place, otherwise it grows by
-  concatenation (which keeps autograd usable);
+* a **growing** cache (:meth:`KVCache.empty`): each :meth:`KVCache.update` appends new keys and
+  values; with ``max_len`` the storage is allocated once and written in place, otherwise it
+  grows by concatenation (which keeps autograd usable);
 * a **static** cache (:meth:`KVCache.static`): keys and values computed once, for example the
-  projected encoder states of cross-attention; :meth:`update` refuses to change it.
+  projected encoder states of cross-attention; :meth:`KVCache.update` refuses to change it.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def token_strings(tokenizer: Any) -> list[str]:
 
 def translation_positions(max_len: int, decode: DecodeConfig) -> int:
     """Rows of the position table a translation model needs: sources of up to the hard limit,
-    ``HARD_LIMIT_FACTOR * max_len`` tokens plus EOS (what :class:`Translator` takes), and
+    ``HARD_LIMIT_FACTOR * max_len`` tokens plus EOS (what :class:`.Translator` takes), and
     outputs of up to ``decode.max_len`` of such a source, plus the step that ends them."""
     longest_source = HARD_LIMIT_FACTOR * max_len + 1
     return max(longest_source, decode.max_len(longest_source) + 1)

@@ -27,7 +27,7 @@ CTranslate2, fairseq and Hugging Face's ``early_stopping=True``): fewer steps, a
 hypothesis that scores better. ``None`` (the default) keeps the exact search.
 
 Length constraints (``min_len``, ``max_len`` with a forced EOS) are those of
-:mod:`qkv.decoding._common`: at step ``max_len`` only EOS is allowed, so every live hypothesis is
+``qkv.decoding._common``: at step ``max_len`` only EOS is allowed, so every live hypothesis is
 finished there with the model's own EOS log-probability and competes like any other.
 
 The model is anything that implements the step protocol (:mod:`qkv.decoding.protocol`): the

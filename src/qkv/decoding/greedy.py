@@ -7,7 +7,7 @@ src_lengths)`` and captions from ``(images, keep)`` alike.
 Batched: every sentence of the batch is decoded at once; a sentence that has produced its EOS
 leaves the batch (``model.select_state`` drops its rows), so its later steps are never computed
 and cannot change it. Length constraints (``min_len``, ``max_len`` with a forced EOS) are those of
-:mod:`qkv.decoding._common`.
+``qkv.decoding._common``.
 """
 
 from __future__ import annotations

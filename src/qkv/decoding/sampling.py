@@ -35,7 +35,7 @@ from qkv.layers.packed_linear import Precision, activation_dtype, check_precisio
 
 
 class CausalLM(Protocol):
-    """What :func:`generate` needs of a model (:class:`qkv.models.TransformerLM` is one)."""
+    """What :func:`generate` needs of a model (:class:`.TransformerLM` is one)."""
 
     def __call__(
         self,

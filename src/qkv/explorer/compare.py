@@ -13,7 +13,7 @@ from qkv.viz.compare import Compared
 
 def compare_models(models: ExplorerModels, *, limits: Limits, **given: Any) -> Compared:
     """Run the two ``models`` (A, then B) on the input ``given`` (``text`` or ``image`` and
-    ``image_name``, ``max_new_tokens``: what :meth:`ExplorerModel.run` takes) and compare
+    ``image_name``, ``max_new_tokens``: what :meth:`.ExplorerModel.run` takes) and compare
     their attention, named by the models' names. A model that writes text (a translator, a
     summariser, a language model's continuation) may write something else than the other:
     B then runs again reading A's output (:attr:`~qkv.tasks.spec.ViewOptions.target`), so that both

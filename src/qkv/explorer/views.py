@@ -1,7 +1,7 @@
 """What the attention explorer shows for one input: a model's output and its attention, as plain
 JSON-ready values (the API's answer and the data inlined in an exported page).
 
-The result of :func:`explore` is a dict::
+The result of :meth:`.ExplorerModel.run` is a dict::
 
     {"model": NAME, "kind": TASK, "input": {...}, "output": {"summary": str, ...},
      "views": [VIEW, ...]}

@@ -2,14 +2,14 @@
 
 * :class:`RecurrentEncoder`: embedding and a bidirectional GRU/LSTM whose forward and backward
   states are concatenated, ``h_j = [h->_j; h<-_j]`` (Bahdanau et al. 2015, section 3.2).
-* :class:`FixedContextDecoder`: Cho et al. 2014, "Learning Phrase Representations using RNN
+* :class:`.FixedContextDecoder`: Cho et al. 2014, "Learning Phrase Representations using RNN
   Encoder-Decoder", section 2.2: one context ``c`` for the whole sentence, fed at every step,
   ``s_t = f(s_{t-1}, y_{t-1}, c)`` and ``p(y_t) = g(s_t, y_{t-1}, c)``. The bottleneck baseline.
-* :class:`BahdanauDecoder`: Bahdanau, Cho, Bengio 2015, "Neural Machine Translation by Jointly
+* :class:`.BahdanauDecoder`: Bahdanau, Cho, Bengio 2015, "Neural Machine Translation by Jointly
   Learning to Align and Translate", eq. (4)-(6) and (A.1.2): the previous state scores every
   source state, ``e_tj = v^T tanh(W s_{t-1} + U h_j)``, ``c_t = sum_j a_tj h_j``,
   ``s_t = f(s_{t-1}, y_{t-1}, c_t)``, ``p(y_t) = g(y_{t-1}, s_t, c_t)``.
-* :class:`LuongDecoder`: Luong, Pham, Manning 2015, "Effective Approaches to Attention-based
+* :class:`.LuongDecoder`: Luong, Pham, Manning 2015, "Effective Approaches to Attention-based
   Neural Machine Translation", eq. (5), (7), (8) and section 3.3: the current state scores the
   source, ``h~_t = tanh(W_c [c_t; h_t])``, and ``h~_{t-1}`` is fed to the next input (input
   feeding).
@@ -212,7 +212,7 @@ class RecurrentDecoder(nn.Module):
 
     Subclasses implement :meth:`step`; :meth:`forward` runs it over a teacher-forced sequence.
     Attention decoders set :attr:`score`: :meth:`init_state` then prepares the keys once per
-    sentence and :meth:`_attend` scores them from a query at each step.
+    sentence and ``_attend`` scores them from a query at each step.
 
     Args:
         cell: ``"gru"`` or ``"lstm"``.

@@ -17,7 +17,8 @@ Lample et al. 2016, "Neural Architectures for Named Entity Recognition") the log
 CRF's emission scores and a learned ``(K, K)`` transition matrix scores each pair of neighbouring
 tags, so the model scores whole tag sequences. The model labels every position, subword pieces
 included; the task decides which positions count (the first piece of each word, say), gathers
-them into word-level scores and runs the loss and the decoding (softmax or :attr:`crf`) there.
+them into word-level scores and runs the loss and the decoding (softmax or
+:attr:`SequenceTagger.crf`) there.
 
 The casing feature (``casing_dim > 0``) concatenates an embedding of each token's word shape
 (:mod:`qkv.data.labelled.word_shape`: lower, Title, UPPER, ...) to the encoder's output, so it

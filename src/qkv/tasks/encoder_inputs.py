@@ -3,7 +3,7 @@ and padded batches with their ``keep`` mask. Shared by classification and taggin
 
 Two vocabularies feed an encoder:
 
-- ``bpe``: a BPE vocabulary trained on the task's training text (:class:`SubwordTokenizer`,
+- ``bpe``: a BPE vocabulary trained on the task's training text (:class:`.SubwordTokenizer`,
   specials at ids 0-3); ``<s>`` (id 1) plays ``[CLS]`` and ``</s>`` (id 2) plays ``[SEP]``;
 - ``pretrained``: the ``tokenizer.json`` of a pretrained encoder (MiniLM's WordPiece, with its
   own ``[CLS]``, ``[SEP]`` and ``[PAD]`` ids and its lower-casing normaliser).

@@ -53,7 +53,7 @@ class TokenView(_Drawn):
     """Token-to-token attention: one ``(H, Tq, Tk)`` tensor per layer; ``self_attention`` when
     queries and keys are one sequence; ``axes``: the plot's (keys, queries) axis names
     (default: key and query for self-attention, source and target otherwise); ``vectors``
-    (with :attr:`ViewOptions.neuron`): per layer the query vectors ``(H, Tq, Dk)`` and key
+    (with :attr:`.ViewOptions.neuron`): per layer the query vectors ``(H, Tq, Dk)`` and key
     vectors ``(Hkv, Tk, Dk)`` the weights were computed from (the neuron view); ``marks``: a
     self-attention view's label of each token (a tagger's entity type or tag, ``""`` for none;
     :mod:`qkv.viz.marks`), drawn with the tokens."""

@@ -1,4 +1,4 @@
-"""BERT inference on the real tokens only: the same function as :class:`BertEncoder`'s module
+"""BERT inference on the real tokens only: the same function as :class:`.BertEncoder`'s module
 path, lean enough to encode sentences quickly on a CPU.
 
 A batch of sentences of different lengths is padded to the longest; on the module path every
@@ -16,7 +16,7 @@ product per layer instead of three; weights transposed once to ``(D_in, D_out)``
 residual sums accumulated in place (``addmm_``) and buffers reused across layers, since each
 fresh large tensor costs page faults on a CPU (measured: 60,000 per 15,000 tokens, gone with
 reuse); direct calls of ``layer_norm`` and ``scaled_dot_product_attention`` without the module
-path's validation. :meth:`BertEncoder.fast_weights` keeps the prepared copies until a parameter
+path's validation. :meth:`.BertEncoder.fast_weights` keeps the prepared copies until a parameter
 changes. ``tests/models/bert/test_model.py`` checks that the result equals the module path's (1e-5),
 ``tests/interop/test_bert.py`` that it equals Hugging Face's ``BertModel``.
 """
@@ -54,7 +54,7 @@ class _Layer:
 
 
 class FastWeights:
-    """Transposed, fused float32 copies of a :class:`BertEncoder`'s weights for
+    """Transposed, fused float32 copies of a :class:`.BertEncoder`'s weights for
     :func:`packed_hidden`."""
 
     def __init__(self, model) -> None:
@@ -84,7 +84,7 @@ class FastWeights:
 
 def packed_hidden(model, ids: Tensor, lengths: Tensor) -> Tensor:
     """Hidden states ``(L, D)`` of the real tokens of ``ids (B, T)`` (the first ``lengths[b]``
-    of row ``b``), row after row; inputs are validated by :meth:`BertEncoder.packed_hidden`."""
+    of row ``b``), row after row; inputs are validated by :meth:`.BertEncoder.packed_hidden`."""
     c = model.config
     weights: FastWeights = model.fast_weights()
     t = ids.size(1)

@@ -1,4 +1,4 @@
-"""The decode step of :class:`TransformerLM` (a prompt, then one token at a time), lean enough
+"""The decode step of :class:`.TransformerLM` (a prompt, then one token at a time), lean enough
 for generation on a CPU.
 
 Generating one token reads every weight once and does little arithmetic, so its cost is memory
@@ -12,7 +12,7 @@ attention layer. This step computes the same function in inference mode with
 - direct calls of ``layer_norm``, ``scaled_dot_product_attention`` and ``addmm``.
 
 The prepared weights are copies taken when :class:`DecodeWeights` is built;
-:meth:`TransformerLM.decode_weights` keeps them until a parameter changes.
+:meth:`.TransformerLM.decode_weights` keeps them until a parameter changes.
 ``tests/decoding/test_sampling.py`` checks that generation through this step equals the module
 path, token for token and in logits.
 """
@@ -58,7 +58,7 @@ def _norm(norm: torch.nn.LayerNorm) -> tuple[Tensor, Tensor]:
 
 
 class DecodeWeights:
-    """Packed, fused copies of a :class:`TransformerLM`'s weights for :func:`decode_step`, in
+    """Packed, fused copies of a :class:`.TransformerLM`'s weights for :func:`decode_step`, in
     ``precision`` (:mod:`qkv.layers.packed_linear`: bfloat16 halves the bytes each token reads,
     int8 quarters them; LayerNorms, embeddings and the residual stream stay float32)."""
 

@@ -18,7 +18,7 @@ from qkv.models.sizes import check_parameters, transformer_layers
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """Sizes of a :class:`Transformer`; the defaults are the paper's base model (Table 3).
+    """Sizes of a :class:`.Transformer`; the defaults are the paper's base model (Table 3).
 
     Attributes:
         src_vocab_size, tgt_vocab_size: vocabulary sizes ``V`` (special ids included).

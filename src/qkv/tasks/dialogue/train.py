@@ -12,6 +12,6 @@ from qkv.tasks.summarisation.train import train_text_to_text
 
 
 def train_replier(run: TrainingRun) -> Trained:
-    """:func:`~qkv.tasks.summarisation.task.train_text_to_text` for a
+    """:func:`~qkv.tasks.summarisation.train.train_text_to_text` for a
     :class:`~qkv.tasks.summarisation.runner.Replier`."""
     return train_text_to_text(run, Replier)

@@ -116,7 +116,7 @@ def model_values(config: RunConfig, dataset: ImageDataset) -> dict[str, Any]:
 
 def train_image_classifier(run: TrainingRun, dataset: ImageDataset | None = None) -> Trained:
     """Train ``config``'s Vision Transformer; the best weights (by validation accuracy) go to
-    ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.task.train_translation`;
+    ``config.out_dir``. Arguments as :func:`qkv.tasks.translation.train.train_translation`;
     ``dataset`` replaces the one the configuration names (tests)."""
     config = run.config
     data = config.section("data", ImageDataConfig)

@@ -58,7 +58,7 @@ class EntityEvaluation:
 
 
 class EntityTagger(Tagger):
-    """A trained entity tagger: :class:`~qkv.tasks.tagging.task.Tagger` whose decoding yields only
+    """A trained entity tagger: :class:`~qkv.tasks.tagging.runner.Tagger` whose decoding yields only
     valid BIO sequences, whose :meth:`evaluate` scores entities, and which prints entities as
     typed spans (``qkv tag --format spans``, the default)."""
 

@@ -9,8 +9,8 @@ interval, per type: :mod:`qkv.evaluation.entities`), the decoding (only valid BI
 ``I-X`` only after ``B-X`` or ``I-X``) and the output (entities as typed spans). The fifth, the
 model and its data path, is the tagger's: the same :class:`~qkv.models.tagger.SequenceTagger`
 (Transformer, BiLSTM or fine-tuned MiniLM encoder; softmax or CRF output; optional casing
-feature) trained by :func:`qkv.tasks.tagging.task.train_tags` and run by
-:class:`qkv.tasks.tagging.task.Tagger`.
+feature) trained by :func:`qkv.tasks.tagging.train.train_tags` and run by
+:class:`qkv.tasks.tagging.runner.Tagger`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _entity_f1(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, f
 
 def train_entity_tagger(run: TrainingRun) -> Trained:
     """Train ``config``'s entity tagger; the best weights (by validation entity F1, decoded
-    as :meth:`EntityTagger.tag` decodes) go to ``config.out_dir``."""
+    as :meth:`.EntityTagger.tag` decodes) go to ``config.out_dir``."""
     config = run.config
     check_tagger_config(config)
     data = config.section("data", EntityDataConfig)

@@ -70,7 +70,7 @@ class TextToText:
 
     @classmethod
     def load(cls, model_dir: str | Path) -> TextToText:
-        """Load a directory written by :func:`~qkv.tasks.summarisation.task.train_text_to_text`."""
+        """Load a directory written by :func:`~qkv.tasks.summarisation.train.train_text_to_text`."""
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
             raise FileNotFoundError(f"no model directory {model_dir}")

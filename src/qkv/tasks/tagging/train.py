@@ -9,7 +9,7 @@ overlapping windows stitched word by word (:func:`~qkv.tasks.tagging.inputs.stit
 A model directory holds what a classifier's does (:mod:`qkv.tasks.encoder_run`), with the tags
 in ``labels.json`` and the word-splitting scheme of raw text in ``config.json``
 (``data.splitter``). The named-entity task (:mod:`qkv.tasks.ner.task`) trains and runs through
-:func:`train_tags` and :class:`Tagger` too, with its own data, metric and decoding rules.
+:func:`train_tags` and :class:`.Tagger` too, with its own data, metric and decoding rules.
 """
 
 from __future__ import annotations

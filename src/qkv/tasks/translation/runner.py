@@ -108,7 +108,7 @@ class Translator:
 
     @classmethod
     def load(cls, model_dir: str | Path, *, precision: Precision = "float32") -> Translator:
-        """Load a directory written by :func:`~qkv.tasks.translation.task.train_translation`, to
+        """Load a directory written by :func:`~qkv.tasks.translation.train.train_translation`, to
         decode in ``precision``; errors name what is wrong."""
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
