@@ -18,7 +18,8 @@ import qkv
 from qkv.cli.main import main
 from qkv.tasks.registry import TASKS, task
 from qkv.tasks.run_dir import load_runner
-from qkv.tasks.spec import EVALUATE_OPTIONS, VIEW_OPTIONS, Report, Seen, resolve
+from qkv.tasks.seen import Seen
+from qkv.tasks.spec import EVALUATE_OPTIONS, VIEW_OPTIONS, Report, resolve
 from tests.explorer.models import ROOT, _encoder_config, _write, _write_files
 
 pytestmark = [

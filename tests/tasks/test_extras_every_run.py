@@ -15,7 +15,8 @@ import pytest
 
 from qkv.tasks.registry import TASKS
 from qkv.tasks.run_dir import load_runner
-from qkv.tasks.spec import ImageView, TokenView, ViewOptions
+from qkv.tasks.seen import ImageView, TokenView
+from qkv.tasks.spec import ViewOptions
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 # The fixture runs' models: Transformers for translation and dialogue, a Bahdanau RNN

@@ -15,7 +15,8 @@ import torch
 
 import qkv
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.spec import TokenView, ViewOptions
+from qkv.tasks.seen import TokenView
+from qkv.tasks.spec import ViewOptions
 from qkv.tasks.translation.runner import Translator
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"

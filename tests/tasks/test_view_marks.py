@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from qkv.tasks.run_dir import load_runner
-from qkv.tasks.spec import Seen, TokenView, ViewOptions
+from qkv.tasks.seen import Seen, TokenView
+from qkv.tasks.spec import ViewOptions
 from tests.viz.test_figure_file import svg_texts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

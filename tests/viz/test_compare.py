@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import qkv
-from qkv.tasks.spec import ImageView, MapGroup, Seen, TokenView
+from qkv.tasks.seen import ImageView, MapGroup, Seen, TokenView
 from qkv.viz.view_json import DIGITS
 from tests.viz.notebook_html import fetched_urls, frames, page_data
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from qkv.tasks.spec import ImageView, MapGroup, Seen, TokenView
+from qkv.tasks.seen import ImageView, MapGroup, Seen, TokenView
 from tests.browser import offline_page, require_chromium
 
 require_chromium()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkv.tasks.spec import ImageView, MapGroup, Seen, TokenView
+from qkv.tasks.seen import ImageView, MapGroup, Seen, TokenView
 from qkv.viz.view_json import token_view, views_json
 from tests.viz.test_figure_file import svg_texts
 

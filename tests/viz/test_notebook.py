@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import qkv
-from qkv.tasks.spec import ImageView, Seen, TokenView
+from qkv.tasks.seen import ImageView, Seen, TokenView
 from qkv.viz.view_json import DIGITS
 from tests.viz.notebook_html import fetched_urls, frames, page_data, parse
 

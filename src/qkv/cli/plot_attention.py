@@ -80,7 +80,8 @@ def _check_tokens(args: argparse.Namespace, *axes: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     from qkv.io import check_output_file
     from qkv.tasks.run_dir import model_task
-    from qkv.tasks.spec import ImageView, ViewOptions
+    from qkv.tasks.seen import ImageView
+    from qkv.tasks.spec import ViewOptions
     from qkv.viz.figure_file import figure_format
 
     spec = model_task(args.model)

@@ -27,7 +27,8 @@ from qkv.explorer.views import (
     seen_json,
 )
 from qkv.tasks.run_dir import model_task
-from qkv.tasks.spec import Seen, TaskSpec, ViewOptions
+from qkv.tasks.seen import Seen
+from qkv.tasks.spec import TaskSpec, ViewOptions
 
 
 @dataclass(frozen=True)

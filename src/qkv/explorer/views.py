@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from qkv.tasks.input_checks import check_unicode as tasks_check_unicode
-from qkv.tasks.spec import Seen, TaskSpec, TokenView
+from qkv.tasks.seen import Seen, TokenView
+from qkv.tasks.spec import TaskSpec
 from qkv.viz.view_json import DIGITS as DIGITS  # the API's rounding, which its tests read
 from qkv.viz.view_json import token_view as token_view
 from qkv.viz.view_json import views_json

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from qkv.tasks.spec import Seen, TokenView
+from qkv.tasks.seen import Seen, TokenView
 
 
 def _tensor(value: Any, what: str) -> Tensor:

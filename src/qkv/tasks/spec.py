@@ -24,22 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from qkv.tasks.seen import ImageView, MapGroup, Seen, TokenView
+from qkv.tasks.seen import Seen
 from qkv.training.config import TASK_SETTINGS
 
-# What a runner's views return lives in qkv.tasks.seen; named here too, beside the options.
+# What a runner's views return (Seen, TokenView, ImageView, MapGroup) lives in qkv.tasks.seen
+# and is documented there; it is imported here too, beside the options, for the runners.
 __all__ = [
     "EVALUATE_OPTIONS",
     "GIVEN",
     "VIEW_OPTIONS",
     "EvaluateOptions",
-    "ImageView",
-    "MapGroup",
     "Report",
     "Runner",
-    "Seen",
     "TaskSpec",
-    "TokenView",
     "ViewOptions",
     "resolve",
 ]

@@ -26,7 +26,8 @@ from qkv.attention.multihead import MultiHeadAttention
 from qkv.attention.neuron import head_vectors
 from qkv.attention.rollout import attention_rollout
 from qkv.models.transformer.model import Transformer
-from qkv.tasks.spec import ImageView, Seen, TokenView, ViewOptions
+from qkv.tasks.seen import ImageView, Seen, TokenView
+from qkv.tasks.spec import ViewOptions
 
 __all__ = [
     "check_extras",

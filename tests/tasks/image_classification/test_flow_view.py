@@ -14,7 +14,8 @@ import torch
 from qkv.attention.flow import attention_flow
 from qkv.models.vit import ViT
 from qkv.tasks.image_classification.runner import ImageClassifier, to_model_input
-from qkv.tasks.spec import ImageView, ViewOptions
+from qkv.tasks.seen import ImageView
+from qkv.tasks.spec import ViewOptions
 from qkv.tasks.view_extras import check_extras
 
 pytestmark = pytest.mark.usefixtures("one_thread")

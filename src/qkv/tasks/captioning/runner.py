@@ -31,7 +31,8 @@ from qkv.tasks.input_checks import LengthLimits, check_lengths, text_list
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_run_config
 from qkv.tasks.sections import PredictConfig
-from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
+from qkv.tasks.seen import ImageView, MapGroup, Seen
+from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
 from qkv.tasks.view_extras import checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 

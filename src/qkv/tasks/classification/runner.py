@@ -22,14 +22,8 @@ from qkv.tasks.input_checks import one_text, text_list
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import check_split
 from qkv.tasks.sections import PredictConfig
-from qkv.tasks.spec import (
-    EvaluateOptions,
-    ImageView,
-    Report,
-    Seen,
-    TokenView,
-    ViewOptions,
-)
+from qkv.tasks.seen import ImageView, Seen, TokenView
+from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
 from qkv.tasks.view_extras import checked_views, encoder_token_views
 
 

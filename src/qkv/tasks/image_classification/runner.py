@@ -27,7 +27,8 @@ from qkv.tasks.run_dir import (
     load_model_run_config,
 )
 from qkv.tasks.sections import PredictConfig
-from qkv.tasks.spec import EvaluateOptions, ImageView, MapGroup, Report, Seen, ViewOptions
+from qkv.tasks.seen import ImageView, MapGroup, Seen
+from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
 from qkv.tasks.view_extras import checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights, read_json
 

@@ -39,7 +39,8 @@ from qkv.tasks.run_dir import (
     check_split,
     load_model_run_config,
 )
-from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.seen import Seen, TokenView
+from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, ViewOptions
 from qkv.tasks.view_extras import checked_views, with_vectors
 from qkv.training.checkpoint import load_weights
 

@@ -14,7 +14,8 @@ from qkv.evaluation.entities import EntityReport, bootstrap_f1, entities, entity
 from qkv.layers.crf import TransitionRules, bio_transitions
 from qkv.tasks.ner.config import EntityDataConfig
 from qkv.tasks.run_dir import check_split
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, ViewOptions
+from qkv.tasks.seen import Seen
+from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
 from qkv.tasks.tagging.output import entity_records, spans_text
 from qkv.tasks.tagging.runner import Tagger
 from qkv.tasks.view_extras import checked_views

@@ -47,7 +47,8 @@ from qkv.tasks.reading.words import WordReading
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.sections import PredictConfig
-from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.seen import ImageView, Seen, TokenView
+from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
 from qkv.tasks.view_extras import checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 

@@ -37,7 +37,8 @@ from qkv.tasks.input_checks import (
     warn_unknown,
 )
 from qkv.tasks.run_dir import WEIGHTS_FILE, check_split, load_model_run_config
-from qkv.tasks.spec import GIVEN, EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.seen import ImageView, Seen, TokenView
+from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
 from qkv.tasks.summarisation.inputs import TextExample, collate_examples, encode_example, text_loss
 from qkv.tasks.summarisation.outputs import Response, TextReport, score_outputs

@@ -20,7 +20,8 @@ from qkv.tasks.input_checks import one_text, sentence_list, text_list, warn_long
 from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import check_split
 from qkv.tasks.sections import PredictConfig, TaggerDataConfig
-from qkv.tasks.spec import EvaluateOptions, Report, Seen, ViewOptions
+from qkv.tasks.seen import Seen
+from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
 from qkv.tasks.tagging.config import TaggingDataConfig
 from qkv.tasks.tagging.inputs import (
     TaggingExample,

@@ -35,7 +35,8 @@ from qkv.tasks.run_dir import (
     check_split,
     load_model_run_config,
 )
-from qkv.tasks.spec import GIVEN, EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
+from qkv.tasks.seen import ImageView, Seen, TokenView
+from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, ViewOptions
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.tasks.translation.inputs import source_ids
 from qkv.tasks.translation.report import EvaluationReport
