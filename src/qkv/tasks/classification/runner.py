@@ -30,7 +30,7 @@ from qkv.tasks.spec import (
     TokenView,
     ViewOptions,
 )
-from qkv.tasks.view_extras import checked_views, encoder_token_views
+from qkv.tasks.view_extras import checked_views, encoder_extras, encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,11 @@ class Classifier:
     ) -> Report:
         """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
         return self.evaluate(split, limit=limit).report(complete=limit is None)
+
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
+        alone (:func:`~qkv.tasks.view_extras.encoder_extras`)."""
+        return encoder_extras(self.model, self.model.config.attends)
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:

@@ -48,7 +48,7 @@ from qkv.tasks.run_config import RunConfig
 from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model_run_config
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.spec import EvaluateOptions, ImageView, Report, Seen, TokenView, ViewOptions
-from qkv.tasks.view_extras import checked_views
+from qkv.tasks.view_extras import NoExtras, checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 # How each kind of reader reads (qkv.tasks.reading.inputs.INPUT_KINDS).
@@ -164,7 +164,7 @@ def _source(example_id: str) -> str:
     return example_id.split(":", 1)[0]
 
 
-class Reader:
+class Reader(NoExtras):
     """A reader model with its inputs (see the module docstring)."""
 
     def __init__(
