@@ -29,7 +29,9 @@ from qkv.tasks.encoder_inputs import collate
 from qkv.tasks.input_checks import InputWarning
 from qkv.tasks.run_config import load_run_config, run_config_from_dict
 from qkv.tasks.run_skeleton import run_training
+from qkv.tasks.spec import ViewOptions
 from qkv.tasks.tagging.runner import Tagger
+from qkv.tasks.view_extras import EXTRAS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -209,6 +211,15 @@ def test_tagger_learns_context_and_tags_long_sentences_whole(tagger_dir):
     assert tagger.tag_words([words[:9]])[0] == tags[:9]  # a window boundary changes nothing here
     with pytest.raises(ValueError, match="no words"):
         tagger.tag(["   "])
+
+
+def test_a_bilstm_tagger_without_self_attention_offers_no_extras_and_refuses_them(tagger_dir):
+    # The fixture runs' encoders are Transformers; this one has no heads and no layers to roll out.
+    tagger = Tagger.load(tagger_dir)
+    assert tagger.extras() == frozenset()
+    for extra in EXTRAS:
+        with pytest.raises(ValueError, match=f"leave out {extra}"):
+            tagger.views("to cook", ViewOptions(**{extra: True}))
 
 
 def test_tagger_evaluation_counts_words_and_unseen_words(tagger_dir):

@@ -2,7 +2,9 @@
 (``tests/fixtures/runs``), ``views(input, ViewOptions(neuron=True))`` returns query and key
 vectors on at least one view or raises a ``ValueError`` that says to leave ``neuron`` out, and
 so for ``rollout``, called on the runner directly (not only through the explorer). Which tasks
-show which is pinned, so that a runner that stops showing one fails here too."""
+show which is pinned, so that a runner that stops showing one fails here too; and what a runner
+says it shows without running (``runner.extras()``, what the explorer offers) is what its views
+do show."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from qkv.tasks.registry import TASKS
 from qkv.tasks.run_dir import load_runner
 from qkv.tasks.seen import ImageView, TokenView
 from qkv.tasks.spec import ViewOptions
+from qkv.tasks.view_extras import EXTRAS
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 # The fixture runs' models: Transformers for translation and dialogue, a Bahdanau RNN
@@ -58,3 +61,18 @@ def test_views_show_the_extra_or_refuse_it(name, extra):
     else:
         with pytest.raises(ValueError, match=f"leave out {extra}"):
             runner.views(item, options)
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_extras_said_without_running_are_those_the_views_show(name):
+    runner, item = _run(name)
+    shown = set()
+    for extra in EXTRAS:
+        try:
+            views = runner.views(item, ViewOptions(**{extra: True})).views
+        except ValueError as error:
+            assert f"leave out {extra}" in str(error)
+            continue
+        assert _shows(views, extra)
+        shown.add(extra)
+    assert runner.extras() == shown

@@ -3,10 +3,15 @@
 Routes:
 
 - ``GET /``: the page (:mod:`qkv.explorer.page`, served mode).
-- ``GET /api/models``: ``{"models": [{name, kind, label, input}], "limits": {...}}``.
+- ``GET /api/models``: ``{"models": [{name, kind, label, input, extras}], "limits": {...}}``;
+  ``extras``: which of ``"neuron"`` and ``"rollout"`` the model's views can add (its runner's
+  ``extras()``, decided without running it).
 - ``POST /api/run``: JSON ``{"model": NAME, "text": STR}`` or ``{"model": NAME, "image":
   BASE64 (or a data: URL), "image_name": STR}``, with ``"max_new_tokens": INT`` for language
-  models; answers the model's output and attention (:mod:`qkv.explorer.views`).
+  models, and ``"neuron": BOOL`` (query and key vectors on the token views, for the page's
+  neuron view) and ``"rollout": BOOL`` (an encoder's rollout and flow views, a ViT's flow map),
+  both false by default, for a model whose ``extras`` names them (another answers 422); answers
+  the model's output and attention (:mod:`qkv.explorer.views`).
 - ``GET /api/health``: ``{"status": "ok", "models": N}``.
 
 Every error is JSON ``{"error": MESSAGE}`` naming the problem: 404 an unknown model or route, 405 a
@@ -53,7 +58,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from qkv.explorer.page import page_data, render_page
 from qkv.explorer.server import LOOPBACK
-from qkv.explorer.session import ExplorerModels
+from qkv.explorer.session import ExplorerModels, ViewExtras
 from qkv.explorer.views import InputError, Limits, check_unicode
 
 log = logging.getLogger(__name__)
@@ -74,6 +79,8 @@ class RunRequest(BaseModel):
     image: str | None = None
     image_name: str = "image"
     max_new_tokens: int | None = None
+    neuron: bool = False
+    rollout: bool = False
 
 
 def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -330,6 +337,7 @@ def create_app(
                 image_name=request.image_name[:200] or "image",
                 max_new_tokens=request.max_new_tokens,
                 limits=limits,
+                extras=ViewExtras(neuron=request.neuron, rollout=request.rollout),
             )
         except InputError as error:
             return _error(422, str(error))

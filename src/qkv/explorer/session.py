@@ -29,6 +29,7 @@ from qkv.explorer.views import (
 from qkv.tasks.run_dir import model_task
 from qkv.tasks.seen import Seen
 from qkv.tasks.spec import TaskSpec, ViewOptions
+from qkv.tasks.view_extras import EXTRAS
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,15 @@ class ExplorerModel:
         return self.spec.input == "image"
 
     def describe(self) -> dict[str, Any]:
-        """What the page needs to offer this model: name, task and the input it takes."""
+        """What the page needs to offer this model: name, task, the input it takes and the
+        extras its views can add (its runner's ``extras()``, in :class:`ViewExtras`' order)."""
+        extras = self.runner.extras()
         return {
             "name": self.name,
             "kind": self.kind,
             "label": self.spec.label,
             "input": self.spec.input,
+            "extras": [name for name in EXTRAS if name in extras],
         }
 
     def image(self, data: bytes, name: str, limits: Limits) -> Tensor:

@@ -101,11 +101,16 @@ class TextEncoderConfig:
                 f"self_attention=True adds a layer to encoder='bilstm' only, got "
                 f"encoder={self.encoder!r}"
             )
-        attends = self.encoder == "transformer" or self.self_attention
-        if attends and self.d_model % self.num_heads:
+        if self.attends and self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
             )
+
+    @property
+    def attends(self) -> bool:
+        """Whether the encoder has self-attention layers (a Transformer, or a BiLSTM with its
+        self-attention layer): their weights are the ``attentions`` it returns."""
+        return self.encoder == "transformer" or self.self_attention
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,12 @@ class NestedTextEncoder:
         return "bert" if self.text is None else self.text.encoder
 
     @property
+    def attends(self) -> bool:
+        """Whether the encoder has self-attention layers (BERT's, a Transformer's, a BiLSTM's
+        self-attention layer), whose weights its ``attentions`` are."""
+        return self.text is None or self.text.attends
+
+    @property
     def vocab_size(self) -> int:
         """``V`` of the encoder."""
         return self.text.vocab_size if self.text is not None else self.bert_config().vocab_size

@@ -123,6 +123,11 @@ class Runner(Protocol):
 
     def views(self, item: Any, options: ViewOptions | None = None) -> Seen: ...
 
+    def extras(self) -> frozenset[str]:
+        """Which of ``"neuron"`` and ``"rollout"`` (:class:`ViewOptions`) ``views`` can add,
+        decided without running the model (the explorer offers them by it)."""
+        ...
+
 
 @dataclass(frozen=True)
 class TaskSpec:

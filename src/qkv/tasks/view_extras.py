@@ -9,7 +9,9 @@ attention rollout and flow (Abnar & Zuidema 2020) as views of their own.
     maps, vectors = seq2seq_vectors(model, teacher_forced_pass)   # {"encoder": [(q, k)], ...}
 
 Every runner's ``views`` is wrapped in :func:`checked_views`, so that a request its model cannot
-serve is refused rather than ignored.
+serve is refused rather than ignored; and every runner says beforehand, without running its
+model, which of :data:`EXTRAS` its views can add (``runner.extras()``, from
+:func:`seq2seq_extras`, :func:`encoder_extras`, :func:`has_heads`: what the explorer offers).
 """
 
 from __future__ import annotations
@@ -30,10 +32,15 @@ from qkv.tasks.seen import ImageView, Seen, TokenView
 from qkv.tasks.spec import ViewOptions
 
 __all__ = [
+    "EXTRAS",
+    "NoExtras",
     "check_extras",
     "checked_views",
+    "encoder_extras",
     "encoder_token_views",
     "encoder_views",
+    "has_heads",
+    "seq2seq_extras",
     "seq2seq_vectors",
     "summary_views",
     "with_vectors",
@@ -41,6 +48,39 @@ __all__ = [
 
 Result = TypeVar("Result")
 Views = TypeVar("Views", bound=Callable[..., Seen])
+# What a view may add on request (:class:`~qkv.tasks.spec.ViewOptions`' flags of these names).
+EXTRAS = ("neuron", "rollout")
+NONE: frozenset[str] = frozenset()
+
+
+def has_heads(model: nn.Module) -> bool:
+    """Whether ``model`` holds qkv :class:`MultiHeadAttention` modules: the ones whose query
+    and key vectors :func:`with_vectors` records (a BERT encoder or an LSTM holds none)."""
+    return any(isinstance(m, MultiHeadAttention) for m in model.modules())
+
+
+class NoExtras:
+    """A runner whose views can add neither of :data:`EXTRAS` (its base class): its attention has
+    no query and key heads, nor self-attention layers to roll out."""
+
+    def extras(self) -> frozenset[str]:
+        """Which of :data:`EXTRAS` its views can add: none."""
+        return NONE
+
+
+def seq2seq_extras(model: nn.Module) -> frozenset[str]:
+    """What an encoder-decoder's views can add: ``neuron`` for a qkv Transformer (what
+    :func:`seq2seq_vectors` takes), nothing for an RNN."""
+    return frozenset({"neuron"}) if isinstance(model, Transformer) else NONE
+
+
+def encoder_extras(model: nn.Module, attends: bool) -> frozenset[str]:
+    """What an encoder's views (:func:`encoder_token_views`) can add: ``neuron`` when its
+    self-attention is qkv's multi-head attention, ``rollout`` when it has self-attention layers
+    (``attends``: the config's say, BERT's included)."""
+    return frozenset({"neuron"} if has_heads(model) else ()) | (
+        frozenset({"rollout"}) if attends else NONE
+    )
 
 
 def with_vectors(
@@ -135,7 +175,8 @@ def _recorded(
     if not calls:
         raise ValueError(
             "the neuron view needs a qkv Transformer's own multi-head attention; this model has "
-            "none (a pretrained BERT encoder or an LSTM has no query and key vectors to show)"
+            "none (a pretrained BERT encoder or an LSTM has no query and key vectors to show); "
+            "leave out neuron"
         )
     vectors = []
     for module, query, key, positions in calls:
@@ -202,7 +243,7 @@ def encoder_token_views(
     else:
         tokens, layers = attention()
     if options.rollout and not layers:
-        raise ValueError("this encoder has no self-attention layers to roll out")
+        raise ValueError("this encoder has no self-attention layers to roll out; leave out rollout")
     views = encoder_views(tokens, layers, vectors)
     return views + summary_views(tokens, layers) if options.rollout else views
 

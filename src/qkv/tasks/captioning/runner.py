@@ -33,7 +33,7 @@ from qkv.tasks.run_dir import CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE, load_model_
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.seen import ImageView, MapGroup, Seen
 from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
-from qkv.tasks.view_extras import checked_views
+from qkv.tasks.view_extras import NoExtras, checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 EXTRA_WORDS = 2  # a strip of n tiles may be captioned with up to n + 2 words
@@ -144,7 +144,7 @@ def score_strips(
 # ---------------------------------------------------------------------- the runner
 
 
-class Captioner:
+class Captioner(NoExtras):
     """A trained captioner with its words: caption strips, score held-out strips.
 
     A strip's length is its tile count: the model was trained on strips of ``data.min_tiles``

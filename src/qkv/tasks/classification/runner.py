@@ -24,7 +24,7 @@ from qkv.tasks.run_dir import check_split
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.seen import ImageView, Seen, TokenView
 from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
-from qkv.tasks.view_extras import checked_views, encoder_token_views
+from qkv.tasks.view_extras import checked_views, encoder_extras, encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,11 @@ class Classifier:
     ) -> Report:
         """:meth:`evaluate` as the CLI prints it and ``results.json`` records it."""
         return self.evaluate(split, limit=limit).report(complete=limit is None)
+
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
+        alone (:func:`~qkv.tasks.view_extras.encoder_extras`)."""
+        return encoder_extras(self.model, self.model.config.attends)
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:

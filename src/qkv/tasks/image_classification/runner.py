@@ -224,6 +224,12 @@ class ImageClassifier:
             data, channels=channels, size=(height, width), name=name, max_side=max_side
         )
 
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add: ``rollout`` (the
+        [CLS] flow beside the rollout it always shows); its image views carry no query and key
+        vectors."""
+        return frozenset({"rollout"})
+
     @checked_views
     def views(self, item: Tensor, options: ViewOptions | None = None) -> Seen:
         """The class of the ``uint8 (C, H, W)`` image ``item`` and its [CLS] attention: the

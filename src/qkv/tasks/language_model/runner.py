@@ -41,7 +41,7 @@ from qkv.tasks.run_dir import (
 )
 from qkv.tasks.seen import Seen, TokenView
 from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, ViewOptions
-from qkv.tasks.view_extras import checked_views, with_vectors
+from qkv.tasks.view_extras import checked_views, has_heads, with_vectors
 from qkv.training.checkpoint import load_weights
 
 
@@ -355,6 +355,11 @@ class LanguageModel:
                 f"{limit - prompt} new tokens or shorten the prompt"
             )
         return requested
+
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
+        alone: ``neuron`` when it attends with qkv's multi-head attention."""
+        return frozenset({"neuron"}) if has_heads(self.model) else frozenset()
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:

@@ -42,6 +42,7 @@ from qkv.tasks.reading.inputs import (
     load_examples,
     question_words,
 )
+from qkv.tasks.reading.scores import ReadingScores
 from qkv.tasks.reading.subwords import SubwordReading
 from qkv.tasks.reading.words import WordReading
 from qkv.tasks.run_config import RunConfig
@@ -49,7 +50,7 @@ from qkv.tasks.run_dir import CONFIG_FILE, WEIGHTS_FILE, check_split, load_model
 from qkv.tasks.sections import PredictConfig
 from qkv.tasks.seen import ImageView, Seen, TokenView
 from qkv.tasks.spec import EvaluateOptions, Report, ViewOptions
-from qkv.tasks.view_extras import checked_views
+from qkv.tasks.view_extras import NoExtras, checked_views
 from qkv.training.checkpoint import CheckpointError, load_weights
 
 # How each kind of reader reads (qkv.tasks.reading.inputs.INPUT_KINDS).
@@ -121,51 +122,11 @@ class Answer:
         }
 
 
-@dataclass(frozen=True)
-class ReadingScores:
-    """A reader's scores on some questions: ``accuracy`` (cloze) or ``exact_match`` and ``f1``
-    (spans, SQuAD's metric), overall and per source (``bible``, ``shakespeare``...: the id's
-    first field)."""
-
-    split: str
-    questions: int
-    cloze: bool
-    accuracy: float = 0.0
-    exact_match: float = 0.0
-    f1: float = 0.0
-    by_source: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def metrics(self, prefix: str) -> dict[str, float]:
-        if self.cloze:
-            return {f"{prefix}_accuracy": self.accuracy}
-        return {f"{prefix}_exact_match": self.exact_match, f"{prefix}_f1": self.f1}
-
-    def lines(self) -> list[str]:
-        def scores(values: dict[str, float]) -> str:
-            if self.cloze:
-                return f"accuracy {values['accuracy']:.4f}"
-            return f"exact match {100 * values['exact_match']:.2f}  F1 {100 * values['f1']:.2f}"
-
-        lines = [f"{self.split}: {self.questions:,} questions", scores(self.__dict__)]
-        if len(self.by_source) > 1:
-            for source, values in self.by_source.items():
-                lines.append(f"  {source:<12} {scores(values)}  (n={int(values['questions'])})")
-        return lines
-
-    def record(self) -> dict[str, Any]:
-        keys = ("accuracy",) if self.cloze else ("exact_match", "f1")
-        return {
-            "questions": self.questions,
-            **{key: getattr(self, key) for key in keys},
-            "by_source": self.by_source,
-        }
-
-
 def _source(example_id: str) -> str:
     return example_id.split(":", 1)[0]
 
 
-class Reader:
+class Reader(NoExtras):
     """A reader model with its inputs (see the module docstring)."""
 
     def __init__(

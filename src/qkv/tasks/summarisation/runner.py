@@ -42,7 +42,7 @@ from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, ViewOptions
 from qkv.tasks.summarisation.config import SummaryDataConfig, SummaryDecodeConfig
 from qkv.tasks.summarisation.inputs import TextExample, collate_examples, encode_example, text_loss
 from qkv.tasks.summarisation.outputs import Response, TextReport, score_outputs
-from qkv.tasks.view_extras import checked_views, seq2seq_vectors
+from qkv.tasks.view_extras import checked_views, seq2seq_extras, seq2seq_vectors
 from qkv.training.checkpoint import load_weights
 
 __all__ = ["VOCAB_FILE", "Replier", "Response", "Summariser", "TextReport", "TextToText"]
@@ -254,6 +254,11 @@ class TextToText:
             log_prob=float("nan"),
             attention=None,
         )
+
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
+        alone: ``neuron`` for a Transformer."""
+        return seq2seq_extras(self.model)
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:

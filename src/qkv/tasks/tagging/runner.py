@@ -34,7 +34,7 @@ from qkv.tasks.tagging.inputs import (
     word_scores,
 )
 from qkv.tasks.tagging.output import ENTITY_FORMATS, TAG_FORMATS, check_format, render_tagged
-from qkv.tasks.view_extras import checked_views, encoder_token_views
+from qkv.tasks.view_extras import checked_views, encoder_extras, encoder_token_views
 
 
 @dataclass(frozen=True)
@@ -253,6 +253,11 @@ class Tagger:
     def word_marks(self, tags: Sequence[str]) -> list[str]:
         """Each word's mark on the attention views: its part-of-speech tag."""
         return list(tags)
+
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
+        alone (:func:`~qkv.tasks.view_extras.encoder_extras`)."""
+        return encoder_extras(self.model, self.model.config.attends)
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:

@@ -40,7 +40,7 @@ from qkv.tasks.spec import GIVEN, EvaluateOptions, Report, ViewOptions
 from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.tasks.translation.inputs import source_ids
 from qkv.tasks.translation.report import EvaluationReport
-from qkv.tasks.view_extras import checked_views, seq2seq_vectors
+from qkv.tasks.view_extras import checked_views, seq2seq_extras, seq2seq_vectors
 from qkv.training.checkpoint import load_weights
 
 # The attentions of a translation model, in the order shown: (id, title, queries, keys) with
@@ -333,6 +333,11 @@ class Translator:
         )
         examples = 5 if options.examples is None else options.examples
         return Report(split, report.lines(examples), report.record(), complete=limit is None)
+
+    def extras(self) -> frozenset[str]:
+        """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
+        alone: ``neuron`` for a Transformer."""
+        return seq2seq_extras(self.model)
 
     @checked_views
     def views(self, item: str, options: ViewOptions | None = None) -> Seen:

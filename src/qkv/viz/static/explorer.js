@@ -16,7 +16,9 @@
 //       [data-inline="true"] in a notebook's display.
 //       data-result-model: the model whose result is shown.
 //   #model-select, #text-input, #image-input, #new-tokens, #run-button, #char-count,
-//   #image-preview: the run controls (served mode only; absent from an exported page).
+//   #image-preview, #extra-neuron, #extra-rollout (checkboxes, enabled for a model whose
+//   "extras" names them; sent as "neuron"/"rollout" with the run): the run controls (served
+//   mode only; absent from an exported page).
 //   #error: the error line (empty when there is none). #output: the model's output, with
 //       .summary, .prob-row[data-label] (.prob-fill, .prob-value) for classifiers,
 //       .tag-pair (.tag-word, .tag-tag) for taggers. #views: the views; .no-views when none.
@@ -933,6 +935,9 @@
       max: limits.max_new_tokens ?? 100, value: Math.min(40, limits.max_new_tokens ?? 40),
       "aria-label": "new tokens" });
     const run = el("button", { id: "run-button", type: "button", class: "primary", text: "Run" });
+    const extras = { neuron: "neuron view", rollout: "rollout / flow" };  // the API's flags
+    const boxes = Object.keys(extras).map((name) => el("input", { type: "checkbox",
+      id: `extra-${name}`, "data-extra": name }));
     const textField = el("div", { class: "field text-field" }, text,
       el("div", { class: "hint" }, count,
         el("span", { class: "muted", text: " · Ctrl+Enter runs" })));
@@ -942,7 +947,8 @@
       el("div", { class: "layout" },
         el("section", { class: "panel controls", "aria-label": "input" },
           el("div", { class: "control-row" }, el("label", { class: "field" }, "model ", select),
-            tokensField, run),
+            tokensField, boxes.map((box) => el("label", { class: "field" }, box,
+              extras[box.dataset.extra])), run),
           textField, imageField, errorLine),
         outputBox, viewsBox));
     viewsBox.append(el("p", { class: "hint-panel panel",
@@ -959,6 +965,11 @@
       textField.hidden = image;
       imageField.hidden = !image;
       tokensField.hidden = !(model && model.kind === "language_model");
+      for (const box of boxes) {
+        box.disabled = !(model && (model.extras || []).includes(box.dataset.extra));
+        box.parentNode.title = box.disabled ? `${model ? model.name : "this model"} has no ` +
+          `${extras[box.dataset.extra]}` : "";
+      }
       errorLine.textContent = "";
       run.disabled = !model;
     }
@@ -1003,6 +1014,7 @@
       const model = current();
       if (!model || run.disabled) return;
       const body = { model: model.name };
+      for (const box of boxes) if (box.checked && !box.disabled) body[box.dataset.extra] = true;
       if (model.input === "image") {
         const upload = picked && (await picked);
         if (!upload) {
