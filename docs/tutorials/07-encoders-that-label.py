@@ -65,8 +65,8 @@ def train(preset: str, name: str, **overrides) -> Path:
 # subwords to go on.
 
 # %%
-pos = train("tag/pos-bilstm", "pos", train__max_steps=budget(400, 2), train__max_minutes=None,
-            train__eval_every=budget(200, 2),
+pos = train("tag/pos-bilstm", "pos", train__max_steps=budget(300, 2), train__max_minutes=None,
+            train__eval_every=budget(150, 2),
             data__options__valid_size=budget(1000, 20))  # fmt: skip
 pos_tagger = qkv.load(pos)
 pos_report = pos_tagger.report("test", limit=LIMIT)
@@ -85,7 +85,7 @@ print(" ".join(f"{word}/{tag}" for word, tag in pos_tagger.tag([sentence])[0]))
 # (their 145 entities cannot separate models finely) and the score per type.
 
 # %%
-ner = train("ner/wnut-bilstm-crf", "ner", train__max_steps=budget(1500, 2),
+ner = train("ner/wnut-bilstm-crf", "ner", train__max_steps=budget(1200, 2),
             train__eval_every=budget(300, 2))  # fmt: skip
 entity_tagger = qkv.load(ner)
 ner_report = entity_tagger.report("test", limit=LIMIT)
@@ -141,7 +141,7 @@ if MODE == "full":
 # that carry the sentiment.
 
 # %%
-rt = train("classify/rt-bilstm-attention", "sentiment", train__max_steps=budget(800, 2),
+rt = train("classify/rt-bilstm-attention", "sentiment", train__max_steps=budget(600, 2),
            train__max_minutes=None, train__eval_every=budget(200, 2))  # fmt: skip
 classifier = qkv.load(rt)
 rt_report = classifier.report("test", limit=LIMIT)

@@ -75,8 +75,8 @@ test = pairs.split("test")
 print(f"{len(test)} test pairs; one of them:\n  source: {test[0][0][:200]}...\n  "
       f"summary: {test[0][1]}")  # fmt: skip
 docstrings = train("summarise/docstrings-pointer-rnn", "pointer",
-                   train__max_steps=budget(300, 2), train__max_minutes=None,
-                   train__eval_every=budget(150, 2),
+                   train__max_steps=budget(250, 2), train__max_minutes=None,
+                   train__eval_every=budget(125, 2),
                    data__valid_examples=budget(100, 4))  # fmt: skip
 summariser = qkv.load(docstrings)
 report = summariser.report("test", limit=budget(None, 4))
