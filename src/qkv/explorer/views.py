@@ -125,6 +125,6 @@ def check_views(seen: Seen, limits: Limits) -> Seen:
 
 
 def seen_json(seen: Seen) -> dict[str, Any]:
-    """A runner's :class:`~qkv.tasks.spec.Seen` (checked by :func:`check_views`) as the API's
+    """A runner's :class:`~qkv.tasks.seen.Seen` (checked by :func:`check_views`) as the API's
     ``output`` and ``views``."""
     return {"output": seen.output, "views": views_json(seen.views)}

@@ -1,4 +1,4 @@
-"""Attention weights from any model, with their token labels, as a :class:`~qkv.tasks.spec.Seen`
+"""Attention weights from any model, with their token labels, as a :class:`~qkv.tasks.seen.Seen`
 that displays itself inline in a notebook the way a qkv runner's views do (one path renders
 both: :meth:`Seen.html`).
 

@@ -1,7 +1,8 @@
 """The shape every task has: a :class:`TaskSpec` record, the :class:`Runner` a trained model
 directory loads into, and the typed values a runner returns (a :class:`Report` of its scores,
-:class:`Seen`: its output on one input with the attention :class:`TokenView` and
-:class:`ImageView` that ``qkv plot-attention`` draws and the explorer sends).
+:class:`~qkv.tasks.seen.Seen`: its output on one input with the attention
+:class:`~qkv.tasks.seen.TokenView` and :class:`~qkv.tasks.seen.ImageView` that
+``qkv plot-attention`` draws and the explorer sends; they live in :mod:`qkv.tasks.seen`).
 
     spec = task("translation")                  # qkv.tasks.registry
     run = TrainingRun(config, progress=True)     # qkv.tasks.run_skeleton: claims out_dir, seeds
@@ -67,15 +68,15 @@ class ViewOptions:
     """What a view of one input may ask for: a translation's ``beam``; a classifier's
     ``pooling`` weights first instead of its self-attention; how many tokens a language model
     generates (``new_tokens``); the input's ``name`` (an image file's); ``neuron``: a
-    Transformer's query and key vectors on its token views (:attr:`TokenView.vectors`, for the
-    page's neuron view); ``rollout``: an encoder's attention rollout (and flow, up to
-    :data:`~qkv.attention.flow.MAX_FLOW_TOKENS` tokens) as views of their own, and a ViT's
-    [CLS] flow as a map next to its rollout (which it always shows; flow up to
-    :func:`~qkv.attention.flow.flow_fits` for one row). Both are off by default, so that pages
-    stay light. ``target``: for a model that writes text (translation, summarisation, dialogue,
-    the language model's continuation), an output to read instead of its own (teacher forcing
-    on the given text, no decoding), so that two models' attention can be compared on one
-    output (:meth:`Seen.compare`)."""
+    Transformer's query and key vectors on its token views
+    (:attr:`~qkv.tasks.seen.TokenView.vectors`, for the page's neuron view); ``rollout``: an
+    encoder's attention rollout (and flow, up to :data:`~qkv.attention.flow.MAX_FLOW_TOKENS`
+    tokens) as views of their own, and a ViT's [CLS] flow as a map next to its rollout (which
+    it always shows; flow up to :func:`~qkv.attention.flow.flow_fits` for one row). Both are off
+    by default, so that pages stay light. ``target``: for a model that writes text (translation,
+    summarisation, dialogue, the language model's continuation), an output to read instead of
+    its own (teacher forcing on the given text, no decoding), so that two models' attention can
+    be compared on one output (:meth:`~qkv.tasks.seen.Seen.compare`)."""
 
     beam: int | None = None
     pooling: bool = False

@@ -1,6 +1,6 @@
-"""The checks a :class:`~qkv.tasks.spec.TokenView` makes of what it carries beside its weights
-(its query and key vectors: the neuron view's); apart from spec.py, which is at its size limit,
-and from view_extras.py, which makes the vectors and imports the spec."""
+"""The checks a :class:`~qkv.tasks.seen.TokenView` makes of what it carries beside its weights
+(its query and key vectors: the neuron view's); apart from seen.py, and from view_extras.py,
+which makes the vectors and imports the views' types."""
 
 from __future__ import annotations
 

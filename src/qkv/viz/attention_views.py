@@ -5,7 +5,7 @@ mean of its heads, under a title that says which ("cross-attention, layer 2, hea
 Token views (``(H, Tq, Tk)`` per layer) are drawn by :func:`~qkv.viz.heatmap.alignment_figure`
 (queries down the rows, keys along the top, a colour bar); image views by
 :func:`~qkv.viz.image_attention.image_attention_figure`. The task layer's
-:class:`~qkv.tasks.spec.TokenView` / :class:`~qkv.tasks.spec.ImageView` pass their tensors and
+:class:`~qkv.tasks.seen.TokenView` / :class:`~qkv.tasks.seen.ImageView` pass their tensors and
 names here (``view.figure()``, ``seen.save(path)``); this module knows no task.
 """
 
