@@ -1,8 +1,9 @@
 """Screenshots of the built site (``make docs`` first), opened from the file system with the
-network off, as a reader opens ``site/`` offline: the home page, a task page, a tutorial and
-the configuration reference, saved as ``docs/images/site-*.png``. Each page's errors (an
-uncaught exception, a console error, a request that left the machine) are printed, and the
-search is tried on the configuration reference (``site-search.png``).
+network off, as a reader opens ``site/`` offline: the home page, a task page, a tutorial (and its
+first inline attention view, ``site-tutorial-view.png``) and the configuration reference, saved as
+``docs/images/site-*.png``. Each page's errors (an uncaught exception, a console error, a request
+that left the machine) are printed, and the search is tried on the configuration reference
+(``site-search.png``).
 
     python tools/site_screenshots.py [--site site] [--out docs/images]
 """
@@ -57,6 +58,11 @@ def shoot(site: Path, out: Path) -> list[str]:
                 page.keyboard.type("label_smoothing")
                 page.wait_for_timeout(1500)
                 page.screenshot(path=str(out / "site-search.png"))
+            if name == "tutorial":  # the first inline attention view, drawn in its frame
+                frame = page.locator("iframe").first
+                frame.scroll_into_view_if_needed()
+                page.wait_for_timeout(1500)
+                page.screenshot(path=str(out / "site-tutorial-view.png"))
             problems += [f"{name} ({found[0].relative_to(site)}): {e}" for e in errors]
             page.close()
         browser.close()

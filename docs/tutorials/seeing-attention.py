@@ -5,8 +5,8 @@
 # lists them) and looks at each kind of attention view qkv draws: cross- and self-attention of a
 # Transformer translator with its query and key vectors (the neuron view) and a comparison of an
 # early and a late model; the pointer-generator's copy attention and `p_gen`; a classifier's
-# attention-pooling weights; named entities over a tagger's self-attention; a reader's attention
-# over the passage; a character language model's causal attention; a Vision Transformer's
+# attention-pooling weights; named entities marked over a tagger's self-attention; a character
+# language model's causal attention; a Vision Transformer's
 # patch maps, rollout and flow; Show, Attend and Tell's map over the image for each word.
 #
 # Every view below is the explorer's page in a sandboxed frame: it loads nothing from the
