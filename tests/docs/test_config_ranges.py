@@ -6,13 +6,13 @@ past it, with an error naming the field."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from qkv.layers.text_encoder import TextEncoderConfig
 from qkv.models.registry import FAMILIES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
@@ -21,11 +21,25 @@ import site_reference
 SECTION_CLASSES = [cls for found in site_reference.section_classes().values() for cls in found]
 STATED = [
     (cls, f)
-    for cls in SECTION_CLASSES + [FAMILIES[family][0] for family in FAMILIES]
+    # The encoder families' flat keys include the nested text encoder's.
+    for cls in [*SECTION_CLASSES, *(FAMILIES[family][0] for family in FAMILIES), TextEncoderConfig]
     for f in dataclasses.fields(cls)
     if "range" in f.metadata or "choices" in f.metadata
 ]
-RANGE = re.compile(r"^(?:(>=|>) (-?[\d.]+)|\[(-?[\d.]+), (-?[\d.]+)\))$")
+# A stated range (``ranged``'s grammar): ``null or `` (a field that may be None), then a
+# comparison (``>= 1``, ``> 0``) or an interval (``[0, 1)``, ``(0, 1]``, ``[1, 1000]``); a bound
+# is a number (``2**64`` too) or another key of the config (``[0, vocab_size)``).
+_BOUND = r"-?[\d.]+(?:e-?\d+)?(?:\*\*\d+)?|[a-z_]+"
+RANGE = re.compile(
+    rf"^(?P<null>null or )?(?:(?P<op>>=|>) (?P<bound>{_BOUND})"
+    rf"|(?P<open>[\[(])(?P<low>{_BOUND}), (?P<high>{_BOUND})(?P<close>[\])]))$"
+)
+# Keys a bound is built with: values of other keys that would refuse it on their own account
+# (a ``d_model`` of 1 needs one head).
+GIVEN = {
+    ("TextEncoderConfig", "d_model"): {"num_heads": 1},
+    ("ReadingDataConfig", "max_len"): {"window_overlap": 0},
+}
 
 
 def _required(cls: type) -> dict[str, int]:
@@ -38,7 +52,8 @@ def _required(cls: type) -> dict[str, int]:
 
 
 def _build(cls: type, name: str, value: object) -> object:
-    return cls(**{**_required(cls), name: value})
+    given = GIVEN.get((cls.__name__, name), {})
+    return cls(**{**_required(cls), **given, name: value})
 
 
 def _refused(cls: type, name: str, value: object) -> None:
@@ -46,17 +61,35 @@ def _refused(cls: type, name: str, value: object) -> None:
         _build(cls, name, value)
 
 
-def _checks(text: str, is_int: bool) -> tuple[list[float], list[float]]:
+def _number(text: str, cls: type, is_int: bool) -> float:
+    """A bound's value: a number, or the value the config is built with of the key it names."""
+    if re.fullmatch(r"[a-z_]+", text):
+        fields = {f.name: f.default for f in dataclasses.fields(cls)}
+        return {**fields, **_required(cls)}[text]
+    if "**" in text:
+        base, power = text.split("**")
+        return int(base) ** int(power)
+    return int(text) if is_int else float(text)
+
+
+def _checks(text: str, cls: type, is_int: bool) -> tuple[list[object], list[object]]:
     """The values a stated range accepts and refuses at its bounds."""
     step = 1 if is_int else 1e-6
     match = RANGE.match(text)
-    assert match, f"the range {text!r} is not '>= N', '> N' or '[a, b)'"
-    op, bound, low, high = match.groups()
-    if op == ">=":
-        return [float(bound)], [float(bound) - step]
-    if op == ">":
-        return [float(bound) + step], [float(bound)]
-    return [float(low), float(high) - step], [float(low) - step, float(high)]
+    assert match, f"the range {text!r} is not '[null or ]>= N', '> N', '[a, b)', '(a, b]'..."
+    accepted: list[object] = [None] if match["null"] else []
+    if match["op"]:
+        bound = _number(match["bound"], cls, is_int)
+        if match["op"] == ">=":
+            return [*accepted, bound], [bound - step]
+        return [*accepted, bound + step], [bound]
+    low, high = (_number(match[end], cls, is_int) for end in ("low", "high"))
+    inside = (
+        {"[": low, "(": low + step}[match["open"]],
+        {"]": high, ")": high - step}[match["close"]],
+    )
+    outside = inside[0] - step, inside[1] + step
+    return [*accepted, *inside], list(outside)
 
 
 def test_ranges_are_stated():
@@ -73,11 +106,11 @@ def test_a_stated_range_is_the_checks(cls, f):
         _refused(cls, f.name, "no-such-choice")
         return
     is_int = f.type in ("int", "int | None") or isinstance(f.default, int)
-    accepted, refused = _checks(f.metadata["range"], is_int)
+    accepted, refused = _checks(f.metadata["range"], cls, is_int)
     for value in accepted:
-        _build(cls, f.name, int(value) if is_int else value)
+        _build(cls, f.name, value)
     for value in refused:
-        _refused(cls, f.name, int(value) if is_int and math.isfinite(value) else value)
+        _refused(cls, f.name, value)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from qkv.attention.core import masked_softmax
 from qkv.attention.kv_cache import KVCache
+from qkv.config_values import ranged
 from qkv.hardware import warn_if_slow_bfloat16
 from qkv.layers.packed_linear import Precision, activation_dtype, check_precision
 
@@ -83,12 +84,12 @@ class SamplingConfig:
         seed: seeds the sampler (``None``: PyTorch's global generator).
     """
 
-    max_new_tokens: int = 100
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
-    seed: int | None = None
+    max_new_tokens: int = ranged(100, f"[1, {MAX_NEW_TOKENS}]")
+    temperature: float = ranged(1.0, ">= 0")
+    top_k: int | None = ranged(None, "null or >= 1")
+    top_p: float = ranged(1.0, "(0, 1]")
+    repetition_penalty: float = ranged(1.0, ">= 1")
+    seed: int | None = ranged(None, "null or [0, 2**64)")
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:

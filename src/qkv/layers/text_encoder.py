@@ -17,6 +17,7 @@ same call, ``encoder(ids, *, keep, need_weights) -> obj with .hidden (B, T, D) a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 
 from qkv.attention.masks import check_keep
 from qkv.attention.multihead import MultiHeadAttention
+from qkv.config_values import choice, ranged
 from qkv.layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from qkv.layers.recurrent import RNN_CELLS, RecurrentEncoder
 from qkv.layers.transformer import TransformerEncoder
@@ -63,18 +65,19 @@ class TextEncoderConfig:
         cell: ``"lstm"`` or ``"gru"`` (``"bilstm"`` only).
     """
 
-    vocab_size: int
+    vocab_size: int = ranged(dataclasses.MISSING, ">= 1")
+    # No choice stated: the flat model section takes "bert" too (sequence_encoder.from_flat).
     encoder: str = "transformer"
-    d_model: int = 256
-    num_heads: int = 4
-    num_layers: int = 2
-    d_ff: int = 1024
-    dropout: float = 0.1
-    max_len: int = 512
-    positions: str = "learned"
+    d_model: int = ranged(256, ">= 1")
+    num_heads: int = ranged(4, ">= 1")
+    num_layers: int = ranged(2, ">= 1")
+    d_ff: int = ranged(1024, ">= 1")
+    dropout: float = ranged(0.1, "[0, 1)")
+    max_len: int = ranged(512, ">= 1")
+    positions: str = choice("learned", POSITIONS)
     self_attention: bool = False
-    cell: str = "lstm"
-    pad_id: int = 0
+    cell: str = choice("lstm", RNN_CELLS)
+    pad_id: int = ranged(0, "[0, vocab_size)")
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len"):

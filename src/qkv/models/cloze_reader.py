@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from qkv.attention.core import attend, softmax_dtype
 from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
 from qkv.attention.scores import Additive, Dot, General, Score
-from qkv.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.config_values import check_choice, check_fractions, check_positive_ints, ranged
 from qkv.layers.packed_rnn import BiRNN, PackedRun, check_prefix_keep, check_word_ids
 from qkv.models.outputs import ReaderOutput
 from qkv.models.presets import PRESETS as TABLE
@@ -98,7 +98,7 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
     hidden_dim: int = 128
     attention_dim: int = 128
     dropout: float = 0.1
-    pad_id: int = 0
+    pad_id: int = ranged(0, "[0, vocab_size)")
     rnn: str = "gru"
 
     def __post_init__(self) -> None:

@@ -48,6 +48,7 @@ from qkv.config_values import (
     check_copy,
     check_fractions,
     check_positive_ints,
+    ranged,
 )
 from qkv.layers.copy import (
     CopyEncoding,
@@ -99,7 +100,7 @@ class Seq2SeqRNNConfig:
     attention: str = "bahdanau"
     luong_score: str = "general"
     dropout: float = 0.2
-    teacher_forcing: float = 1.0
+    teacher_forcing: float = ranged(1.0, "[0, 1]")
     copy: bool = False
     coverage: bool = False
     pad_id: int = 0

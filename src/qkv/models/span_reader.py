@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from qkv.attention.core import attend
 from qkv.attention.pointer import best_span, masked_log_softmax
 from qkv.attention.scores import Dot, General
-from qkv.config_values import check_fractions, check_positive_ints
+from qkv.config_values import check_fractions, check_positive_ints, ranged
 from qkv.layers.packed_rnn import BiRNN, check_prefix_keep, check_word_ids
 from qkv.models.outputs import SpanOutput
 from qkv.models.presets import PRESETS as TABLE
@@ -72,7 +72,7 @@ class SpanReaderConfig(Presets, family="span_reader", sizes=("vocab_size",)):
     exact_match: bool = True
     aligned: bool = True
     max_answer_length: int = 15
-    pad_id: int = 0
+    pad_id: int = ranged(0, "[0, vocab_size)")
 
     def __post_init__(self) -> None:
         check_positive_ints(

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from qkv.config_values import check_fractions, check_positive_ints
+from qkv.config_values import check_fractions, check_positive_ints, choice, ranged
 from qkv.layers.transformer import TransformerEncoder
 from qkv.models.outputs import ViTOutput
 from qkv.models.presets import PRESETS as TABLE
@@ -40,6 +40,10 @@ from qkv.models.sizes import check_parameters, transformer_layers
 # Named sizes (all of them live in qkv.models.presets): ViT-B/16, an MNIST-sized model, a test
 # size.
 PRESETS = TABLE["vit"]
+
+
+# The MLP activations of a ViT: the exact erf GELU (the paper's) or its tanh approximation.
+VIT_ACTIVATIONS = ("gelu", "gelu_tanh")
 
 
 @dataclass(frozen=True)
@@ -67,11 +71,11 @@ class ViTConfig(Presets, family="vit"):
     num_layers: int = 12
     num_heads: int = 12
     intermediate_size: int = 3072
-    num_labels: int = 1000
+    num_labels: int = ranged(1000, ">= 0")
     dropout: float = 0.0
     attention_dropout: float = 0.0
-    layer_norm_eps: float = 1e-6
-    activation: str = "gelu"
+    layer_norm_eps: float = ranged(1e-6, "> 0")
+    activation: str = choice("gelu", VIT_ACTIVATIONS)
 
     def __post_init__(self) -> None:
         check_positive_ints(
@@ -93,7 +97,7 @@ class ViTConfig(Presets, family="vit"):
         check_fractions(self, ("dropout", "attention_dropout"))
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        if self.activation not in ("gelu", "gelu_tanh"):
+        if self.activation not in VIT_ACTIVATIONS:
             raise ValueError(f"activation must be 'gelu' or 'gelu_tanh', got {self.activation!r}")
         d = self.hidden_size
         # The patch projection, the position table (a row per patch and [CLS]), the head.

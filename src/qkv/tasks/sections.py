@@ -7,12 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkv.config_values import note_range
-from qkv.data.labelled.word_split import check_splitter, corpus_splitter
+from qkv.config_values import choice, note_range, ranged
+from qkv.data.labelled.word_split import SPLITTERS, check_splitter, corpus_splitter
 from qkv.data.tokens.subword import MAX_VOCAB_SIZE
 from qkv.decoding.sizes import MAX_BEAM_SIZE
 
-__all__ = ["MAX_BEAM_SIZE", "EncoderDataConfig", "PredictConfig", "check_vocab_size"]
+__all__ = [
+    "ENCODER_TOKENIZERS",
+    "MAX_BEAM_SIZE",
+    "EncoderDataConfig",
+    "PredictConfig",
+    "check_vocab_size",
+]
+
+# What an encoder task's text is tokenized with.
+ENCODER_TOKENIZERS = ("bpe", "pretrained")
 
 
 def check_vocab_size(value: int, smallest: int, what: str = "") -> None:
@@ -36,12 +45,12 @@ class EncoderDataConfig:
 
     corpus: str = ""
     options: dict[str, Any] = field(default_factory=dict)
-    tokenizer: str = "bpe"
+    tokenizer: str = choice("bpe", ENCODER_TOKENIZERS)
     vocab_size: int = 8000
-    max_len: int = 128
+    max_len: int = ranged(128, ">= 3")
 
     def __post_init__(self) -> None:
-        if self.tokenizer not in ("bpe", "pretrained"):
+        if self.tokenizer not in ENCODER_TOKENIZERS:
             raise ValueError(f"data.tokenizer must be bpe or pretrained, got {self.tokenizer!r}")
         check_vocab_size(self.vocab_size, 16)
         if self.max_len < 3:
@@ -56,7 +65,7 @@ class TaggerDataConfig(EncoderDataConfig):
     so the saved ``config.json`` of a new run names it and a run saved before the key existed
     loads with its corpus's scheme."""
 
-    splitter: str = ""
+    splitter: str = choice("", SPLITTERS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -69,7 +78,7 @@ class TaggerDataConfig(EncoderDataConfig):
 class PredictConfig:
     """How a classifier or tagger is run on many inputs."""
 
-    batch_size: int = 64
+    batch_size: int = ranged(64, ">= 1")
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from qkv.attention.masks import check_keep
-from qkv.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.config_values import check_choice, check_fractions, check_positive_ints, ranged
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.transformer import TransformerEncoder
 from qkv.models.outputs import BertOutput
@@ -61,11 +61,11 @@ class BertConfig(Presets, family="bert"):
     intermediate_size: int = 3072
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
-    layer_norm_eps: float = 1e-12
+    layer_norm_eps: float = ranged(1e-12, "> 0")
     activation: str = "gelu"
     dropout: float = 0.1
     attention_dropout: float = 0.1
-    pad_token_id: int = 0
+    pad_token_id: int = ranged(0, "[0, vocab_size)")
 
     def __post_init__(self) -> None:
         check_positive_ints(

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from qkv.attention.kv_cache import KVCache
 from qkv.attention.masks import check_keep
 from qkv.attention.rotary import RotaryEmbedding
-from qkv.config_values import check_choice, check_fractions, check_positive_ints
+from qkv.config_values import check_choice, check_fractions, check_positive_ints, ranged
 from qkv.layers.feedforward import ACTIVATIONS
 from qkv.layers.packed_linear import Precision, packed_for
 from qkv.layers.positional import LearnedPositionalEmbedding
@@ -65,7 +65,7 @@ class TransformerLMConfig(Presets, family="transformer_lm", sizes=("vocab_size",
     num_heads: int = 12
     num_layers: int = 12
     d_ff: int = 3072
-    num_kv_heads: int | None = None
+    num_kv_heads: int | None = ranged(None, "null or >= 1")
     dropout: float = 0.1
     positions: str = "learned"
     activation: str = "gelu_tanh"

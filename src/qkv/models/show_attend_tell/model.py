@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from qkv.attention.hard import HardAttention
 from qkv.attention.scores import Additive
+from qkv.config_values import choice, ranged
 from qkv.layers.positional import SinusoidalPositionalEncoding
 from qkv.models.outputs import StepOutput
 from qkv.models.presets import PRESETS as _PRESETS
@@ -75,20 +76,20 @@ class ShowAttendTellConfig(Presets, family="show_attend_tell", sizes=("vocab_siz
             expected context (0.5 in the paper; 0: always sample).
     """
 
-    vocab_size: int = 13
-    image_channels: int = 1
-    tile_height: int = 28
+    vocab_size: int = ranged(13, ">= 4")
+    image_channels: int = ranged(1, ">= 1")
+    tile_height: int = 28  # no range stated: positive, a multiple of the stride
     tile_width: int = 28
     conv_channels: tuple[int, ...] = (32, 64)
-    region_layers: int = 0
-    feature_dim: int = 128
-    embed_dim: int = 64
-    hidden_dim: int = 256
-    attention_dim: int = 128
-    attention: str = "soft"
-    dropout: float = 0.3
-    baseline_decay: float = 0.9
-    expected_fraction: float = 0.5
+    region_layers: int = ranged(0, ">= 0")
+    feature_dim: int = ranged(128, ">= 1")
+    embed_dim: int = ranged(64, ">= 1")
+    hidden_dim: int = ranged(256, ">= 1")
+    attention_dim: int = ranged(128, ">= 1")
+    attention: str = choice("soft", ATTENTIONS)
+    dropout: float = ranged(0.3, "[0, 1)")
+    baseline_decay: float = ranged(0.9, "[0, 1]")
+    expected_fraction: float = ranged(0.5, "[0, 1]")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conv_channels", tuple(self.conv_channels))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qkv.config_values import ranged
 from qkv.training.trainer import TrainConfig
 
 
@@ -20,13 +21,15 @@ class CaptionDataConfig:
 
     corpus: str = "mnist_5k"
     options: dict[str, Any] = field(default_factory=dict)
-    min_tiles: int = 2
-    max_tiles: int = 4
-    train_strips: int = 20_000
-    valid_strips: int = 500
-    test_strips: int = 1_000
-    max_shift: int = 2  # each training tile moved by up to this many pixels (0: no augmentation)
-    batch_size: int = 64  # training strips per batch (train.batch_tokens does not apply)
+    min_tiles: int = ranged(2, ">= 1")
+    max_tiles: int = ranged(4, ">= min_tiles")
+    train_strips: int = ranged(20_000, ">= 1")
+    valid_strips: int = ranged(500, ">= 1")
+    test_strips: int = ranged(1_000, ">= 1")
+    # each training tile moved by up to this many pixels (0: no augmentation)
+    max_shift: int = ranged(2, ">= 0")
+    # training strips per batch (train.batch_tokens does not apply)
+    batch_size: int = ranged(64, ">= 1")
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_tiles <= self.max_tiles:
@@ -55,9 +58,9 @@ class CaptionTrainConfig(TrainConfig):
         entropy_weight: ``lambda_e`` of the hard model's entropy bonus (eq. 12).
     """
 
-    doubly_stochastic: float = 1.0
-    reinforce_weight: float = 1.0
-    entropy_weight: float = 0.01
+    doubly_stochastic: float = ranged(1.0, ">= 0")
+    reinforce_weight: float = ranged(1.0, ">= 0")
+    entropy_weight: float = ranged(0.01, ">= 0")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from qkv.config_values import ranged
 from qkv.tasks.sections import EncoderDataConfig
 from qkv.training.trainer import TrainConfig
 
@@ -30,7 +31,7 @@ class ClassificationTrainConfig(TrainConfig):
     saved when the weight was a model setting (``model.penalty_weight``) loads with it here.
     """
 
-    penalty_weight: float | None = None
+    penalty_weight: float | None = ranged(None, "null or >= 0")
 
     def __post_init__(self) -> None:
         super().__post_init__()

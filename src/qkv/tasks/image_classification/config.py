@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qkv.config_values import choice, ranged
 from qkv.data.images.augment import AUGMENTATIONS
 
 
@@ -21,9 +22,10 @@ class ImageDataConfig:
 
     corpus: str = "fashion_mnist"
     options: dict[str, Any] = field(default_factory=dict)
-    augment: str = "shift"
-    max_shift: int = 2
-    batch_size: int = 128  # training images per batch (train.batch_tokens does not apply)
+    augment: str = choice("shift", AUGMENTATIONS)
+    max_shift: int = ranged(2, ">= 0")
+    # training images per batch (train.batch_tokens does not apply)
+    batch_size: int = ranged(128, ">= 1")
 
     def __post_init__(self) -> None:
         if self.augment not in AUGMENTATIONS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from qkv.config_values import choice, ranged
 from qkv.tasks.sections import check_vocab_size
 
 CLOZE_FAMILY = "cloze_reader"
@@ -21,6 +22,10 @@ INPUT_KINDS = {CLOZE_FAMILY: "words", SPAN_FAMILY: "words", ENCODER_SPAN_FAMILY:
 
 
 TOKENIZERS = {"words": ("words",), "subwords": ("bpe", "pretrained")}
+
+
+# Every tokenizer a reader may take.
+TOKENIZER_NAMES = tuple(t for kinds in TOKENIZERS.values() for t in kinds)
 
 
 SPAN_CORPORA = ("cloze", "synthetic", "squad")
@@ -47,17 +52,17 @@ class ReadingDataConfig:
     the entities of CNN/Daily Mail so that a reader cannot answer from what it knows of a
     name, only from the passage)."""
 
-    corpus: str = "cloze"
+    corpus: str = choice("cloze", SPAN_CORPORA)
     options: dict[str, Any] = field(default_factory=dict)
     lowercase: bool = True
-    min_count: int = 2
-    max_vocab: int = 50_000
-    unknown_slots: int = 64
-    valid_questions: int | None = 2000
+    min_count: int = ranged(2, ">= 1")
+    max_vocab: int = ranged(50_000, ">= 1")
+    unknown_slots: int = ranged(64, ">= 0")
+    valid_questions: int | None = ranged(2000, "null or >= 1")
     anonymize: bool = False
-    tokenizer: str = "words"
+    tokenizer: str = choice("words", TOKENIZER_NAMES)
     vocab_size: int = 8000
-    max_len: int = 384
+    max_len: int = ranged(384, ">= 8")
     window_overlap: int = 64
 
     def __post_init__(self) -> None:
@@ -68,10 +73,10 @@ class ReadingDataConfig:
         for name in ("min_count", "max_vocab"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name} must be >= 1, got {getattr(self, name)}")
-        known = [t for kinds in TOKENIZERS.values() for t in kinds]
-        if self.tokenizer not in known:
+        if self.tokenizer not in TOKENIZER_NAMES:
             raise ValueError(
-                f"data.tokenizer must be one of {', '.join(known)}, got {self.tokenizer!r}"
+                f"data.tokenizer must be one of {', '.join(TOKENIZER_NAMES)}, got "
+                f"{self.tokenizer!r}"
             )
         check_vocab_size(self.vocab_size, 16)
         if self.max_len < 8:

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkv.decoding.sizes import check_beam_size
+from qkv.config_values import ranged
+from qkv.decoding.sizes import MAX_BEAM_SIZE, check_beam_size
 from qkv.training.config import TrainConfig
 
 
@@ -31,11 +32,11 @@ class SummaryDataConfig:
 
     corpus: str = "docstrings"
     options: dict[str, Any] = field(default_factory=dict)
-    vocab_size: int = 20_000
-    min_count: int = 2
-    max_source_len: int = 400
-    max_target_len: int = 60
-    valid_examples: int = 200
+    vocab_size: int = ranged(20_000, ">= 16")
+    min_count: int = ranged(2, ">= 1")
+    max_source_len: int = ranged(400, ">= 1")
+    max_target_len: int = ranged(60, ">= 1")
+    valid_examples: int = ranged(200, ">= 0")
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "min_count", "max_source_len", "max_target_len"):
@@ -53,7 +54,7 @@ class SummaryTrainConfig(TrainConfig):
     """The ``train:`` section: the engine's settings and ``coverage_weight``, the ``lambda`` of
     See et al.'s coverage loss (eq. 13; read by models with ``coverage: true``)."""
 
-    coverage_weight: float = 1.0
+    coverage_weight: float = ranged(1.0, ">= 0")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -75,12 +76,12 @@ class SummaryDecodeConfig:
         batch_size: inputs decoded together.
     """
 
-    beam_size: int = 4
-    length_penalty: float = 1.0
-    min_len: int = 0
-    max_len: int = 60
-    no_repeat_ngram: int = 0
-    batch_size: int = 32
+    beam_size: int = ranged(4, f"[1, {MAX_BEAM_SIZE}]")
+    length_penalty: float = ranged(1.0, ">= 0")
+    min_len: int = ranged(0, ">= 0")
+    max_len: int = ranged(60, ">= 1")
+    no_repeat_ngram: int = ranged(0, ">= 0")
+    batch_size: int = ranged(32, ">= 1")
 
     def __post_init__(self) -> None:
         check_beam_size(self.beam_size, "decode.beam_size")

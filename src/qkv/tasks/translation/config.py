@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from qkv.decoding.sizes import check_beam_size, check_int
+from qkv.config_values import ranged
+from qkv.decoding.sizes import MAX_BEAM_SIZE, check_beam_size, check_int
 from qkv.tasks.sections import check_vocab_size
 
 
@@ -17,8 +18,9 @@ class DataConfig:
     options: dict[str, Any] = field(default_factory=dict)
     vocab_size: int = 8000
     shared_vocab: bool = True
-    max_len: int = 128  # subword tokens per side; longer training pairs are dropped
-    valid_bleu_sentences: int = 200  # greedy-decoded during training to pick the best model
+    max_len: int = ranged(128, ">= 2")  # subword tokens per side; longer pairs are dropped
+    # greedy-decoded during training to pick the best model
+    valid_bleu_sentences: int = ranged(200, ">= 0")
 
     def __post_init__(self) -> None:
         check_vocab_size(self.vocab_size, 16)
@@ -32,14 +34,14 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    max_len_a: float = 1.5  # max output length = a * source length + b
-    max_len_b: int = 10
-    batch_size: int = 32
+    beam_size: int = ranged(4, f"[1, {MAX_BEAM_SIZE}]")
+    length_penalty: float = ranged(0.6, ">= 0")
+    max_len_a: float = ranged(1.5, "> 0")  # max output length = a * source length + b
+    max_len_b: int = ranged(10, ">= 0")
+    batch_size: int = ranged(32, ">= 1")
     # Beam search stops a sentence once ceil(patience * beam_size) hypotheses have finished
     # (qkv.decoding.beam; 1.0 is CTranslate2's rule); None: the exact search.
-    patience: float | None = None
+    patience: float | None = ranged(None, "null or > 0")
 
     def __post_init__(self) -> None:
         if self.patience is not None and (
