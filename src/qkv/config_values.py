@@ -58,10 +58,11 @@ def note_range(name: str, allowed: str) -> None:
 
 def ranged(default: Any, allowed: str) -> Any:
     """A field ``default`` whose values ``__post_init__`` limits to ``allowed`` (``">= 1"``,
-    ``"> 0"``, ``"[0, 1)"``; null too where the type allows it), kept in the field's metadata
-    for the configuration reference. ``tests/docs/test_config_ranges.py`` builds every such
-    field at its bound and just past it, so a stated range that the check does not enforce
-    fails the tests."""
+    ``"> 0"``, an interval ``"[0, 1)"``, ``"(0, 1]"``, ``"[1, 1000]"``; ``"null or >= 1"``
+    where None is allowed too; a bound may name another key, ``"[0, vocab_size)"``), kept in
+    the field's metadata for the configuration reference. ``tests/docs/test_config_ranges.py``
+    builds every such field at its bound and just past it, so a stated range that the check
+    does not enforce fails the tests."""
     return dataclasses.field(default=default, metadata={"range": allowed})
 
 
