@@ -12,15 +12,18 @@
 # only thing that mixes patches is attention, the `[CLS]` token's attention says which patches
 # the class was read from. This tutorial cuts an image into patches, trains a small ViT on
 # scikit-learn's 8x8 digits (`vit/digits`), scores it on the test split, and looks at the `[CLS]`
-# attention per layer and head and at attention rollout (Abnar & Zuidema 2020).
+# attention per layer and head, and at two ways of following it down through the layers:
+# attention rollout and attention flow (Abnar & Zuidema 2020).
 #
-# **Budget.** The full run takes a couple of minutes on a 2-core CPU. One switch sets every
-# budget: the environment variable `QKV_TUTORIAL_MODE` (`full`, the default, or `smoke`: a few
-# steps, the same code, which the tests run).
+# **Budget.** The training cell prints how long it took; the whole run's time is in the
+# notebook's metadata (`qkv.seconds`). One switch sets every budget: the environment variable
+# `QKV_TUTORIAL_MODE` (`full`, the default, or `smoke`: a few steps, the same code, which the
+# tests run).
 
 # %%
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -100,8 +103,10 @@ plt.show()
 # is scored once, at the end.
 
 # %%
+started = time.process_time()
 trained = train("vit/digits", "vit", train__max_steps=budget(1500, 2), train__max_minutes=None,
                 train__eval_every=budget(150, 2))  # fmt: skip
+print(f"trained in {time.process_time() - started:.0f} CPU-seconds")
 vit = qkv.load(trained)
 report = vit.report("test")
 print("\n".join(report.lines))
@@ -127,10 +132,11 @@ print("tokens the encoder reads:", tuple(tokens.shape))
 # %% [markdown]
 # ## What `[CLS]` attends to, layer by layer
 #
-# The view shows, for one test image, the `[CLS]` row of each layer's attention laid over the
-# image as a 4x4 map (the mean of the heads and each head), and the rollout (below). Look at how
-# early layers spread their weight while later heads pick out strokes of the digit; different
-# heads of one layer often look at different parts.
+# `vit.views(image, ViewOptions(rollout=True))` shows, for one test image, the `[CLS]` row of
+# each layer's attention laid over the image as a 4x4 map (the mean of the heads and each
+# head), after two maps that sum the whole stack up: the rollout and the flow (both below). Look
+# at how early layers spread their weight while later heads pick out strokes of the digit;
+# different heads of one layer often look at different parts.
 
 # %%
 seen = vit.views(image, ViewOptions(rollout=True))
@@ -138,56 +144,80 @@ print(seen.describe(), "-- label:", digits.classes[test_labels[0]])
 display(seen)
 
 # %% [markdown]
-# The same maps as static figures: `ImageView.figure(layer=..., head=...)` draws one map (here
-# the first layer's head mean), and `qkv.viz.image_attention.image_attention_figure` lays any
-# stack of `(gh, gw)` maps over the image (here every head of the last layer, computed from the
-# model's own weights).
+# The same maps as static figures. `ImageView.figure(layer=..., head=...)` draws one layer's
+# map (here the first layer's head mean). The view's `groups` hold every map as a `(gh, gw)`
+# grid: its first `view.summaries` groups are the rollout and the flow, group
+# `view.summaries + l` is layer `l` (its head mean, then each head), and
+# `qkv.viz.image_attention.image_attention_figure` lays any stack of them over the image (here
+# every head of the last layer).
 
 # %%
 view = seen.view("vit")
 display(view.figure(layer=0))
-with torch.inference_mode():
-    weights = model(x, need_weights=True).attentions  # L x (1, H, 1 + P, 1 + P)
-last = weights[-1][0, :, 0, 1:].reshape(-1, 4, 4)  # (H, gh, gw): [CLS] -> the 16 patches
-heads = [f"layer {view.layers - 1}, head {h}" for h in range(last.size(0))]
-display(image_attention_figure(image, last, heads, title="[CLS] attention, last layer"))
+summary, layers = view.groups[: view.summaries], view.groups[view.summaries :]
+print("summaries:", [group.name for group in summary], "-- layers:", len(layers))
+last = layers[-1].maps[1:]  # [("head 0", (gh, gw)), ...]: the last layer's heads
+heads = torch.stack([grid for _, grid in last])  # (H, gh, gw)
+titles = [f"layer {view.layers - 1}, {label}" for label, _ in last]
+display(image_attention_figure(image, heads, titles, title="[CLS] attention, last layer"))
 plt.close("all")
 
 # %% [markdown]
-# ## Attention rollout
+# ## Attention rollout and attention flow
 #
 # One layer's map says what `[CLS]` reads from that layer's input, but after the first layer
-# every token is already a mixture of patches. Abnar & Zuidema (2020, eq. 1) follow the mixture
-# down: each layer's head-mean weights `W_l` plus the residual, `A_l = (W_l + I) / 2`, multiplied
-# through the stack, `Ã = A_L ... A_1`; the `[CLS]` row of `Ã` is a map over the input patches.
-# Computed from the weights, it is the view's rollout (group 0 of the view):
+# every token is already a mixture of patches. Abnar & Zuidema (2020) follow the mixture down
+# in two ways, both from each layer's head-mean weights `W_l` plus the residual,
+# `A_l = (W_l + I) / 2`:
+#
+# - **Rollout** (their eq. 1) multiplies the layers through, `Ã = A_L ... A_1`: the `[CLS]` row
+#   of `Ã` adds up every path from `[CLS]` at the top to a patch at the bottom, each path's
+#   weight the product of its edges.
+# - **Flow** (their section 3) reads the stack as a flow network whose edges have capacities
+#   `A_l[i, j]`, and gives each patch the maximum flow from `[CLS]` at the top to that patch at
+#   the bottom. A path carries no more than its weakest edge, so flow spreads the credit more
+#   evenly over the patches than rollout does.
+#
+# Rollout computed here from the model's own weights is the view's rollout group. In the
+# figure each map has its own colour scale, up to the largest weight its title gives.
 
 # %%
+with torch.inference_mode():
+    weights = model(x, need_weights=True).attentions  # L x (1, H, 1 + P, 1 + P)
 rolled = attention_rollout(weights)[0, 0, 1:]  # (P,): [CLS]'s row without [CLS]
 rolled = (rolled / rolled.sum()).reshape(4, 4)  # (gh, gw)
-from_view = view.groups[0].maps[0][1]
-print("max |rollout by hand - the view's|:", (rolled - from_view).abs().max().item())
-means = [group.maps[0][1] for group in view.groups[1:]]  # each layer's head mean
-maps = torch.stack([*means, rolled])  # (L + 1, gh, gw)
-titles = [f"layer {i} mean" for i in range(len(means))] + ["rollout"]
-display(image_attention_figure(image, maps, titles, title="[CLS] per layer, and rolled out"))
+groups = {group.name: group.maps[0][1] for group in summary}  # "rollout", "flow": (gh, gw)
+print("max |rollout by hand - the view's|:", (rolled - groups["rollout"]).abs().max().item())
+means = [group.maps[0][1] for group in layers]  # each layer's head mean
+maps = torch.stack([*means, groups["rollout"], groups["flow"]])  # (L + 2, gh, gw)
+titles = [f"layer {i} mean" for i in range(len(means))] + ["rollout", "flow"]
+display(image_attention_figure(image, maps, titles, title="[CLS] per layer, rolled out, flowed"))
 plt.close("all")
 
 # %% [markdown]
-# Rollout over a few test digits, each titled with the model's answer and its probability. Look
-# at where the weight sits: on the strokes that tell this digit from the others, or spread over
-# the background.
+# Rollout and flow over a few test digits, each titled with the model's answer and its
+# probability (`vit.attention(image, flow=True)` returns both maps). Look at where the weight
+# sits, on the strokes that tell this digit from the others or spread over the background, and
+# compare the flow with the rollout of the same digit, drawn on one colour scale (zero to the
+# larger of the two maps' largest weights): the cell prints the share of the patch that each
+# map weighs most (1/16 would be a flat map).
 
 # %%
-fig, axes = plt.subplots(2, 6, figsize=(10, 3.6), dpi=80)
-for i in range(6):
-    one = vit.attention(test_images[i])
+shown = budget(6, 2)
+fig, axes = plt.subplots(3, shown, figsize=(10 * shown / 6, 5.2), dpi=80, squeeze=False)
+for i in range(shown):
+    one = vit.attention(test_images[i], flow=True)
     label = one.prediction.label
     axes[0, i].imshow(test_images[i][0], cmap="gray_r")
     axes[0, i].set_title(f"{label} ({one.prediction.probabilities[label]:.2f})")
-    axes[1, i].imshow(one.rollout, cmap="inferno")
-    axes[0, i].axis("off")
-    axes[1, i].axis("off")
+    top = max(one.rollout.max(), one.flow.max()).item()  # one scale for the digit's two maps
+    axes[1, i].imshow(one.rollout, cmap="inferno", vmin=0, vmax=top)
+    axes[2, i].imshow(one.flow, cmap="inferno", vmin=0, vmax=top)
+    print(f"digit {i}: largest patch share, rollout {one.rollout.max():.3f}, "
+          f"flow {one.flow.max():.3f}")  # fmt: skip
+    for ax in axes[:, i]:
+        ax.axis("off")
 axes[1, 0].set_title("rollout")
+axes[2, 0].set_title("flow")
 plt.tight_layout()
 plt.show()

