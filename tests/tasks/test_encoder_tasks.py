@@ -22,7 +22,7 @@ from qkv.data.labelled.tagged import load_tagging_corpus
 from qkv.data.labelled.word_split import split_plain as split_words
 from qkv.models.presets import with_preset
 from qkv.models.registry import build_config, build_model
-from qkv.tasks.classification.config import ClassificationTrainConfig
+from qkv.tasks.classification.config import ClassificationDataConfig, ClassificationTrainConfig
 from qkv.tasks.classification.runner import Classifier
 from qkv.tasks.classification.train import classification_loss
 from qkv.tasks.encoder_inputs import collate
@@ -237,6 +237,28 @@ def test_tagger_evaluation_counts_words_and_unseen_words(tagger_dir):
     seen = {w for s in corpus.train for w in s.words}
     assert result.unseen_words == sum(w not in seen for w, _, _ in pairs)  # new numbers
     assert result.unseen_words > 0
+
+
+def test_valid_examples_scores_only_the_first_validation_texts(reviews, tmp_path):
+    config = _config(
+        "classification",
+        tmp_path / "run",
+        {"corpus": "file", "options": {"path": str(reviews)}, "vocab_size": 200, "max_len": 32,
+         "valid_examples": 3},
+        {"family": "encoder_classifier", "preset": "tiny", "max_len": 32},
+        steps=2,
+    )  # fmt: skip
+    trained = run_training(config)
+    valid = load_classification_corpus("file", path=str(reviews)).valid
+    assert len(valid) > 3
+    predicted = Classifier.load(tmp_path / "run").predict([ex.text for ex in valid[:3]])
+    right = sum(p.label == ex.label for p, ex in zip(predicted, valid[:3], strict=True))
+    assert trained.result.best["valid_accuracy"] == pytest.approx(right / 3)
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(
+            ValueError, match=r"data\.valid_examples must be a positive int or null"
+        ):
+            ClassificationDataConfig(valid_examples=bad)
 
 
 @pytest.mark.parametrize(

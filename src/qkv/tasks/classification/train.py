@@ -101,8 +101,9 @@ def train_classifier(run: TrainingRun) -> Trained:
     if cut:
         logger.info("%d of %d training texts cut to data.max_len", cut, len(train_rows))
     train_labels = torch.tensor([index[ex.label] for ex in corpus.train])
-    valid_rows, _ = encode_examples(encoder.inputs, [ex.text for ex in corpus.valid])
-    valid_labels = torch.tensor([index[ex.label] for ex in corpus.valid])
+    valid = corpus.valid[: data.valid_examples]  # None: all
+    valid_rows, _ = encode_examples(encoder.inputs, [ex.text for ex in valid])
+    valid_labels = torch.tensor([index[ex.label] for ex in valid])
     model, pad_id = encoder.model, encoder.inputs.pad_id
     device_of = lambda: next(model.parameters()).device  # noqa: E731
 
