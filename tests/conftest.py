@@ -49,6 +49,7 @@ ONE_WORKER = (
     "tests/cli/test_caption_cli.py",
     "tests/cli/test_embed_cli.py",
     "tests/tasks/captioning/test_task.py",
+    "tests/docs/test_site.py",  # 16 s: the site, built once
     "tests/tasks/image_classification/test_task.py",
     "tests/tasks/test_encoder_tasks.py",
     "tests/explorer/test_browser.py",
