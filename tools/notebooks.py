@@ -81,21 +81,10 @@ def execute(
     return notebook
 
 
-def _machine() -> str:
-    """This machine's CPU model and core count, as /proc/cpuinfo names it."""
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def main(argv: list[str] | None = None) -> int:
     import nbformat
+
+    from qkv.studies.length import machine_description
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tutorials", nargs="+", type=Path, help="percent-format .py files")
@@ -114,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 "mode": args.mode,
                 "seconds": round(wall, 1),
                 "threads": args.threads,
-                "machine": _machine(),
+                "machine": machine_description(),
             }
             out = path.with_suffix(".ipynb")
             partial = out.with_name(f".{out.name}.partial")

@@ -155,7 +155,9 @@ class TextToText:
                 rows = order[start : start + size]
                 hyps = self._decode([examples[i] for i in rows], beam)
                 for i, hyp in zip(rows, hyps, strict=True):
-                    results[i] = self._response(texts[i], examples[i], hyp)
+                    results[i] = self._response(
+                        texts[i], examples[i], list(hyp.tokens), float(hyp.log_prob), hyp.attention
+                    )
                 if bar is not None:
                     bar.update(len(rows))
         finally:
@@ -179,8 +181,11 @@ class TextToText:
                                 no_repeat_ngram=d.no_repeat_ngram)  # fmt: skip
         return [hyps[0] for hyps in found]
 
-    def _response(self, text: str, example: TextExample, hyp: Any) -> Response:
-        ids = list(hyp.tokens)
+    def _response(
+        self, text: str, example: TextExample, ids: list[int], log_prob: float,
+        attention: Tensor | None,
+    ) -> Response:  # fmt: skip
+        """The :class:`Response` of output ids ``ids`` (extended ids for copied words)."""
         tokens = self.vocab.tokens(ids, example.oovs)
         return Response(
             source=text,
@@ -188,8 +193,8 @@ class TextToText:
             text=summary_text(tokens),
             tokens=tokens,
             copied=[i >= len(self.vocab) for i in ids],
-            log_prob=float(hyp.log_prob),
-            attention=hyp.attention,
+            log_prob=log_prob,
+            attention=attention,
         )
 
     def details(
@@ -244,16 +249,7 @@ class TextToText:
                 f"target has {len(ids)} words; this {self.noun} model writes at most "
                 f"{self.decode.max_len} (decode.max_len): give a shorter target"
             )
-        tokens = self.vocab.tokens(ids, example.oovs)
-        return Response(
-            source=text,
-            source_tokens=self.vocab.tokens(example.ext, example.oovs),
-            text=summary_text(tokens),
-            tokens=tokens,
-            copied=[i >= len(self.vocab) for i in ids],
-            log_prob=float("nan"),
-            attention=None,
-        )
+        return self._response(text, example, ids, float("nan"), None)
 
     def extras(self) -> frozenset[str]:
         """Which :data:`~qkv.tasks.view_extras.EXTRAS` :meth:`views` can add, from the model
