@@ -63,21 +63,21 @@ def test_a_full_disk_while_saving_the_best_weights_is_a_clean_exit_2(tmp_path, c
     import safetensors.torch
 
     out = tmp_path / "run"
-    save_model = safetensors.torch.save_model
+    save_file = safetensors.torch.save_file
 
-    def full_disk_for_best_weights(model, filename, *args, **kwargs):
+    def full_disk_for_best_weights(tensors, filename, *args, **kwargs):
         if Path(filename).parent == out:  # the best weights; checkpoints go to their own folder
             Path(filename).write_bytes(b"the first bytes")
             raise OSError(errno.ENOSPC, "No space left on device")
-        return save_model(model, filename, *args, **kwargs)
+        return save_file(tensors, filename, *args, **kwargs)
 
-    monkeypatch.setattr(safetensors.torch, "save_model", full_disk_for_best_weights)
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk_for_best_weights)
     assert main(train_args(out)) == 2
     err = capsys.readouterr().err
     assert f"cannot write {out / 'model.safetensors'}: No space left on device" in err
     assert not (out / "model.safetensors").exists() and not list(out.rglob("*.tmp"))
     assert latest_checkpoint(out).name == "step-000000001"  # the one before the failed save
-    monkeypatch.setattr(safetensors.torch, "save_model", save_model)  # space freed
+    monkeypatch.setattr(safetensors.torch, "save_file", save_file)  # space freed
     assert main(["train", "--resume", str(out), "--quiet"]) == 0
     assert (out / "model.safetensors").is_file()
 

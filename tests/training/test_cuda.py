@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 
+from qkv.training.state import latest_checkpoint
 from qkv.training.trainer import resolve_device
 from tests.commands import qkv_process
 from tests.training.test_trainer import dropout_problem, run
@@ -25,7 +26,9 @@ def test_fp16_resume_is_bit_exact_with_the_scaler_state(tmp_path):
     settings = dict(device="cuda", precision="fp16")
     reference, _ = run(tmp_path / "straight", 10, **problem, **settings)
     run(tmp_path / "stopped", 5, **problem, **settings)
-    state = json.loads((tmp_path / "stopped/checkpoints/step-5/state.json").read_text())
+    checkpoint = latest_checkpoint(tmp_path / "stopped")
+    assert checkpoint is not None and checkpoint.name == "step-000000005"
+    state = json.loads((checkpoint / "state.json").read_text())
     assert state["grad_scaler"]["scale"] > 0  # the loss scale is part of the checkpoint
     resumed, result = run(tmp_path / "stopped", 10, resume=True, **problem, **settings)
     assert result.steps == 10

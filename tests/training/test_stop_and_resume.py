@@ -252,12 +252,12 @@ def test_a_full_disk_while_saving_weights_names_the_file_and_keeps_the_old_one(
     save_weights(first, path)
     saved = path.read_bytes()
 
-    def full_disk(model, filename):
+    def full_disk(tensors, filename, metadata=None):
         with open(filename, "wb") as handle:
             handle.write(b"half a file")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("safetensors.torch.save_model", full_disk)
+    monkeypatch.setattr("safetensors.torch.save_file", full_disk)
     with pytest.raises(OSError, match=r"cannot write .*model\.safetensors: No space left") as info:
         save_weights(nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)), path)
     assert info.value.errno == errno.ENOSPC

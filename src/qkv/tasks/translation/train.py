@@ -108,7 +108,7 @@ def train_translation(run: TrainingRun) -> Trained:
     def evaluate() -> dict[str, float]:
         total, tokens = 0.0, 0
         for batch in batches(valid_examples, max_tokens=config.train.batch_tokens, shuffle=False):
-            loss_sum, n = loss_fn(model, batch)
+            loss_sum, n = loss_fn(model, batch.to(next(model.parameters()).device))
             total, tokens = total + float(loss_sum), tokens + int(n)
         metrics = {"valid_loss": total / max(tokens, 1)}
         if data.valid_bleu_sentences:
