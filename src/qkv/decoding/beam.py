@@ -68,6 +68,32 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
     return (5.0 + length) ** alpha / 6.0**alpha
 
 
+def slots_in_place(parents: Tensor) -> Tensor:
+    """An order of each sentence's ``K`` new hypotheses in which as many as can stay where their
+    parent was: ``(n, K)`` indices into ``parents (n, K)`` (each new hypothesis's parent slot,
+    ``0 .. K - 1``).
+
+    The first child of each parent (in rank order) takes its parent's slot; the other children
+    take the slots of parents that had none, in order. So a parent's state never moves, and only
+    the rows of the other children change: reordering the state copies those rows alone
+    (:meth:`~qkv.models.transformer.decode.LeanTranslationDecoder.select_state`). Which slot a
+    hypothesis holds changes nothing in the search: a sentence's slots are ranked afresh at
+    every step.
+    """
+    k = parents.size(1)
+    slot = torch.arange(k, device=parents.device)
+    earlier = slot[None, :] < slot[:, None]  # (K, K): True where j comes before i
+    same = parents[:, :, None] == parents[:, None, :]  # (n, K, K)
+    first = ~(same & earlier).any(dim=2)  # (n, K): the first child of its parent
+    taken = torch.zeros_like(first).scatter_(1, parents, True)  # (n, K): slots with a child
+    # The i-th child that is not first takes the i-th slot without a child (as many of each).
+    free = torch.sort(taken.to(torch.uint8), dim=1, stable=True).indices  # empty slots first
+    later = torch.sort(first.to(torch.uint8), dim=1, stable=True).indices  # later children first
+    value = torch.where(first.gather(1, later), parents.gather(1, later), free)
+    target = torch.empty_like(parents).scatter_(1, later, value)  # (n, K): each child's slot
+    return torch.argsort(target, dim=1)  # (n, K): the hypothesis that each slot holds
+
+
 class _Pool:
     """The ``size`` best finished hypotheses of one sentence, best first (ties: found first)."""
 
@@ -239,8 +265,10 @@ def beam_search(
                     )
                 )
 
-        # Live: the best K non-EOS candidates, in rank order (a stable sort puts EOS last).
+        # Live: the best K non-EOS candidates (a stable sort puts EOS last), each in the slot
+        # its parent held where it can be (:func:`slots_in_place`).
         pick = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]  # (n, K)
+        pick = pick.gather(1, slots_in_place(top_index.gather(1, pick) // per_row))
         live = top_scores.gather(1, pick).masked_fill(is_eos.gather(1, pick), -math.inf)
         rows = top_rows.gather(1, pick)  # (n, K) the parent row of each new hypothesis
         tokens = top_tokens.gather(1, pick).masked_fill(~torch.isfinite(live), pad_id)

@@ -28,6 +28,7 @@ through it equal the module path's token for token in float32.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -122,10 +123,12 @@ class LeanTranslationState:
 
     Attributes:
         keep: ``(G, 1, 1, S)`` the source keep-mask, one row per sentence.
+        bias: ``(G, 1, 1, S)`` float32: 0 where ``keep``, ``-inf`` elsewhere.
         cross: per layer, the sentence's cross-attention keys and values ``(G, H, S, Dh)``.
-        self_k, self_v: per layer, ``(R, H, capacity, Dh)`` self-attention caches (the first
-            ``length`` positions hold keys and values).
-        spare_k, spare_v: per layer, a second buffer of the same shape to reorder into.
+        self_k, self_v: per layer, ``(R_max, H, capacity, Dh)`` self-attention caches: rows
+            ``0 .. R - 1`` are the live ones, and their first ``length`` positions hold keys and
+            values. Rows past ``R`` are room left by hypotheses that have gone.
+        rows: ``R``, the live rows.
         group: ``K``, rows per sentence.
         length: target tokens fed so far (the next token's position).
         positions: ``(capacity, D)`` float32 sinusoidal encodings of positions ``0 ..``.
@@ -133,11 +136,11 @@ class LeanTranslationState:
     """
 
     keep: Tensor
+    bias: Tensor
     cross: tuple[tuple[Tensor, Tensor], ...]
     self_k: tuple[Tensor, ...]
     self_v: tuple[Tensor, ...]
-    spare_k: tuple[Tensor, ...]
-    spare_v: tuple[Tensor, ...]
+    rows: int
     group: int
     length: int
     positions: Tensor
@@ -196,21 +199,25 @@ class LeanTranslationDecoder:
             kv = linear(flat, layer.cross_kv).view(g, s, 2, h, dh)
             cross.append((kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)))  # (G,H,S,Dh)
 
-        def buffers() -> tuple[Tensor, ...]:
-            shape = (g, h, self.capacity, dh)
-            return tuple(memory.new_empty(shape, dtype=w.dtype) for _ in w.layers)
-
         where = torch.arange(self.capacity, device=memory.device)
         positions = w.positional.encoding(where, dtype=torch.float32)  # (capacity, D)
+        bias = torch.zeros(encoded.keep.shape, device=memory.device)
+        bias.masked_fill_(~encoded.keep, -math.inf)  # (G, 1, 1, S)
         return LeanTranslationState(
-            encoded.keep, tuple(cross), buffers(), buffers(), buffers(), buffers(), 1, 0,
+            encoded.keep, bias, tuple(cross), self._caches(g), self._caches(g), g, 1, 0,
             positions, self.need_attention,
         )  # fmt: skip
+
+    def _caches(self, rows: int) -> tuple[Tensor, ...]:
+        """One empty self-attention cache ``(rows, H, capacity, Dh)`` per layer."""
+        w, c = self.weights, self.weights.config
+        shape = (rows, c.num_heads, self.capacity, c.d_model // c.num_heads)
+        return tuple(w.embedding.new_empty(shape, dtype=w.dtype) for _ in w.layers)
 
     def step(self, tokens: Tensor, state: LeanTranslationState) -> StepOutput:
         """Feed ``tokens (R,)``; log-probabilities ``(R, V)`` (float32) of the next token."""
         w, c = self.weights, self.weights.config
-        rows = state.self_k[0].size(0)
+        rows = state.rows
         if tokens.shape != (rows,):
             raise ValueError(f"tokens must be (R={rows},), got shape {tuple(tokens.shape)}")
         t = state.length
@@ -226,17 +233,17 @@ class LeanTranslationDecoder:
             # Self-attention: one fused projection, this position's keys written in place.
             y = self._in(x, layer.norm1)
             qkv = linear(y, layer.self_qkv).view(rows, 3, h, dh)
-            state.self_k[i][:, :, t] = qkv[:, 1]
-            state.self_v[i][:, :, t] = qkv[:, 2]
+            keys, values = state.self_k[i][:rows], state.self_v[i][:rows]  # (R, H, cap, Dh)
+            keys[:, :, t] = qkv[:, 1]
+            values[:, :, t] = qkv[:, 2]
             q = qkv[:, 0, :, None]  # (R, H, 1, Dh)
-            keys, values = state.self_k[i][:, :, : t + 1], state.self_v[i][:, :, : t + 1]
-            context = F.scaled_dot_product_attention(q, keys, values)  # (R, H, 1, Dh)
+            context = _attend(q, keys[:, :, : t + 1], values[:, :, : t + 1])  # (R, H, 1, Dh)
             x = self._out(x, linear(context.view(rows, d), layer.self_out), layer.norm1)
             # Cross-attention: the K rows of a sentence are K queries over its source.
             y = self._in(x, layer.norm2)
             q = linear(y, layer.cross_q).view(g, k, h, dh).transpose(1, 2)  # (G, H, K, Dh)
             ck, cv = state.cross[i]
-            context = F.scaled_dot_product_attention(q, ck, cv, attn_mask=state.keep)
+            context = _attend(q, ck, cv, state.bias)  # (G, H, K, Dh)
             if state.need_attention and i == len(w.layers) - 1:
                 attention = self._weights(q, ck, state.keep).view(rows, -1)  # (R, S)
             context = context.transpose(1, 2).reshape(rows, d)  # (R, D)
@@ -273,8 +280,13 @@ class LeanTranslationDecoder:
     def select_state(self, state: LeanTranslationState, index: Tensor) -> LeanTranslationState:
         """Rows ``index (R',)`` of the state. The rows of each sentence must stay together and
         in order of their sentences (what greedy and beam search do); the sentences' source
-        sides are selected only when sentences leave or repeat."""
-        rows_before, device = state.self_k[0].size(0), index.device
+        sides are selected only when sentences leave or repeat.
+
+        The caches are reordered in place: when every row copied from keeps its place (beam
+        search orders its hypotheses so, :func:`~qkv.decoding.beam.slots_in_place`), only the
+        rows that change are copied; otherwise the filled part of the live rows is gathered
+        once and written back. New buffers are made only for more rows than they hold."""
+        rows_before, device = state.rows, index.device
         sentence = index // state.group  # (R',) the sentence of each new row
         runs, counts = torch.unique_consecutive(sentence, return_counts=True)
         group = int(counts[0]) if counts.numel() else 1
@@ -284,32 +296,39 @@ class LeanTranslationDecoder:
                 "LeanTranslationDecoder.select_state takes the rows of each sentence together, "
                 f"the same number for each and sentences in order; got {index.tolist()}"
             )
-        keep, cross = state.keep, state.cross
+        keep, bias, cross = state.keep, state.bias, state.cross
         kept = torch.arange(runs.numel(), device=device)
         if runs.numel() != keep.size(0) or not bool((runs == kept).all()):
-            keep = keep.index_select(0, runs)
+            keep, bias = keep.index_select(0, runs), bias.index_select(0, runs)
             cross = tuple((k.index_select(0, runs), v.index_select(0, runs)) for k, v in cross)
-        t = state.length
-        same = index.numel() == rows_before
-        if same and bool((index == torch.arange(rows_before, device=device)).all()):
-            return replace(state, keep=keep, cross=cross, group=group)
-        self_k, self_v, spare_k, spare_v = [], [], [], []
-        for buf_k, buf_v, sp_k, sp_v in zip(
-            state.self_k, state.self_v, state.spare_k, state.spare_v, strict=True
-        ):
-            if not same:  # fewer or more rows: buffers of the new size
-                sp_k = buf_k.new_empty((index.numel(), *buf_k.shape[1:]))
-                sp_v = buf_v.new_empty((index.numel(), *buf_v.shape[1:]))
-            torch.index_select(buf_k[:, :, :t], 0, index, out=sp_k[:, :, :t])
-            torch.index_select(buf_v[:, :, :t], 0, index, out=sp_v[:, :, :t])
-            self_k.append(sp_k)
-            self_v.append(sp_v)
-            spare_k.append(buf_k if same else torch.empty_like(sp_k))
-            spare_v.append(buf_v if same else torch.empty_like(sp_v))
-        return replace(
-            state, keep=keep, cross=cross, self_k=tuple(self_k), self_v=tuple(self_v),
-            spare_k=tuple(spare_k), spare_v=tuple(spare_v), group=group,
-        )  # fmt: skip
+        t, rows = state.length, index.numel()
+        selected = replace(state, keep=keep, bias=bias, cross=cross, rows=rows, group=group)
+        if rows > state.self_k[0].size(0):  # more rows than the buffers hold: new ones
+            self_k, self_v = self._caches(rows), self._caches(rows)
+            for old, new in zip((*state.self_k, *state.self_v), (*self_k, *self_v), strict=True):
+                torch.index_select(old[:rows_before, :, :t], 0, index, out=new[:, :, :t])
+            return replace(selected, self_k=self_k, self_v=self_v)
+        moved = (index != torch.arange(rows, device=device)).nonzero()[:, 0]  # (M,)
+        source = index[moved]
+        in_place = bool((index[source] == source).all()) if rows == rows_before else False
+        for buffer in (*state.self_k, *state.self_v):
+            if in_place:  # the rows copied from stay: copy the moved rows alone
+                filled = buffer[:rows, :, :t]  # (R, H, t, Dh)
+                filled.index_copy_(0, moved, filled.index_select(0, source))
+            elif moved.numel():
+                buffer[:rows, :, :t] = buffer[:rows_before, :, :t].index_select(0, index)
+        return selected
+
+
+def _attend(q: Tensor, keys: Tensor, values: Tensor, bias: Tensor | None = None) -> Tensor:
+    """Scaled dot-product attention of few queries ``(B, H, Q, Dh)`` over ``keys`` and
+    ``values (B, H, L, Dh)``, ``bias (B, 1, 1, L)`` added to the scores: as two batched
+    products, which for one query a row cost about half of ``scaled_dot_product_attention``'s
+    CPU kernel (built for many)."""
+    scores = torch.matmul(q, keys.transpose(-1, -2)).mul_(q.size(-1) ** -0.5)  # (B, H, Q, L)
+    if bias is not None:
+        scores.add_(bias)
+    return torch.matmul(scores.softmax(dim=-1), values)  # (B, H, Q, Dh)
 
 
 def decode_weights(
