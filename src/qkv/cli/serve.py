@@ -9,7 +9,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from qkv.cli.serving_options import add_precision, chosen_precision
+from qkv.cli.serving_options import add_engine, add_precision, chosen_precision
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--threads", type=int, default=None, metavar="N", help="PyTorch threads")
     add_precision(serve)
+    add_engine(serve, models="every --model (one engine runs them all) is")
     _limit_arguments(serve)
     serve.set_defaults(run=run_serve)
     explore = subparsers.add_parser(
@@ -74,6 +75,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="encoder classifier/taggers: add the attention rollout view (and flow, up to 32 "
         "tokens); Vision Transformer: add the [CLS] attention flow map next to its rollout",
     )
+    add_engine(explore, models="--model (and --compare) is")
     explore.set_defaults(run=run_explore)
 
 
@@ -107,7 +109,7 @@ def run_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     limits = Limits(max_chars=args.max_chars, max_image_bytes=args.max_image_bytes)
-    models = ExplorerModels.load(args.model, precision=chosen_precision(args))
+    models = ExplorerModels.load(args.model, precision=chosen_precision(args), engine=args.engine)
     if not is_loopback(args.host):
         print(
             f"qkv serve: warning: binding to {args.host}: the explorer is reachable from other "
@@ -139,7 +141,8 @@ def run_explore(args: argparse.Namespace) -> int:
         raise ValueError(f"-o must name an .html file (or - for standard output), got {output}")
     check_output_file(output)
     limits = Limits()
-    models = ExplorerModels.load([args.model] + ([args.compare] if args.compare else []))
+    directories = [args.model] + ([args.compare] if args.compare else [])
+    models = ExplorerModels.load(directories, engine=args.engine)
     model = next(iter(models))
     given: dict = {"text": args.input, "max_new_tokens": args.max_new_tokens}
     extras = ViewExtras(neuron=args.neuron, rollout=args.rollout)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from qkv.ctranslate2 import compute_type as compute_type  # --precision as CTranslate2's type
+
 if TYPE_CHECKING:
     from qkv.layers.packed_linear import Precision
 
@@ -42,18 +44,14 @@ def chosen_precision(args: argparse.Namespace) -> Precision | None:
 ENGINES = ("qkv", "ctranslate2")
 
 
-def add_engine(parser: argparse.ArgumentParser) -> None:
-    """``--engine {qkv,ctranslate2}``."""
+def add_engine(parser: argparse.ArgumentParser, *, models: str = "--model is") -> None:
+    """``--engine {qkv,ctranslate2}``; ``models`` names the model options it applies to (a
+    command with several: ``"every --model is"``)."""
     parser.add_argument(
         "--engine",
         choices=ENGINES,
         default="qkv",
-        help="qkv (default) or ctranslate2: --model is then a directory written by qkv export "
+        help=f"qkv (default) or ctranslate2: {models} then a directory written by qkv export "
         "--format ctranslate2 (needs pip install 'qkv[ctranslate2]'), and --precision picks "
         "CTranslate2's compute type (default: the type the export stored)",
     )
-
-
-def compute_type(precision: str | None) -> str:
-    """CTranslate2's compute type for ``--precision`` (``None``: the exported type)."""
-    return "default" if precision is None else precision

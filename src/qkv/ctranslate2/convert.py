@@ -239,9 +239,14 @@ def transformer_spec(
     target = _vocabulary(target_vocabulary, c.tgt_vocab_size, "target", special)
     activation = _activation(c.activation)
     options = {"pre_norm": c.norm_first, "activation": activation}
+    # return_attention gives the cross-attention of alignment_layer averaged over its first
+    # alignment_heads heads: here the last layer's first head alone (CTranslate2's defaults,
+    # spelled out: qkv.ctranslate2.views titles the explorer's map with them).
     spec = specs.TransformerSpec(
         specs.TransformerEncoderSpec(c.num_encoder_layers, c.num_heads, **options),
-        specs.TransformerDecoderSpec(c.num_decoder_layers, c.num_heads, **options),
+        specs.TransformerDecoderSpec(
+            c.num_decoder_layers, c.num_heads, alignment_layer=-1, alignment_heads=1, **options
+        ),
     )
     table = _weight(model.positional.encoding(torch.arange(positions)))  # (P, D), qkv's layout
     encoder, decoder = spec.encoder, spec.decoder

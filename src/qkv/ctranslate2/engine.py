@@ -2,7 +2,7 @@
 input checks and decoding rules, so that they give the outputs qkv's own runners give:
 :class:`CTranslate2Translator` (:class:`~qkv.tasks.translation.runner.Translator`'s translations,
 through
-:func:`~qkv.ctranslate2.search.translate_tokens`: each sentence's own length limit, beam
+:func:`~qkv.ctranslate2.search.search_tokens`: each sentence's own length limit, beam
 hypotheses ranked by qkv's GNMT penalty) and :class:`CTranslate2Generator`
 (:class:`~qkv.tasks.language_model.runner.LanguageModel`'s greedy continuations).
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from qkv.ctranslate2.convert import ctranslate2_module
 from qkv.ctranslate2.export import EXPORT_FILE, QKV_DIR, token_strings
-from qkv.ctranslate2.search import translate_tokens
+from qkv.ctranslate2.search import Hypothesis, search_tokens
 from qkv.data.tokens.subword import SubwordTokenizer
 from qkv.decoding.sampling import SamplingConfig
 from qkv.manifest import check_files, entries_from_json
@@ -34,6 +34,7 @@ from qkv.tasks.input_checks import (
     InputWarning,
     LengthLimits,
     longest_token,
+    one_text,
     text_list,
 )
 from qkv.tasks.language_model.config import LMDataConfig
@@ -54,25 +55,32 @@ from qkv.tasks.translation.config import DataConfig, DecodeConfig
 from qkv.tasks.translation.inputs import source_ids
 from qkv.tasks.translation.task import TASK as TRANSLATION
 
-__all__ = ["CTranslate2Generator", "CTranslate2Translator"]
+__all__ = ["CTranslate2Generator", "CTranslate2Translator", "check_export"]
+
+
+def check_export(directory: str | Path) -> Path:
+    """``directory`` if it holds a CTranslate2 export (its files are checked on load); a qkv run
+    directory, or no model, is refused, naming what to pass."""
+    directory = Path(directory)
+    if is_ctranslate2_export(directory):
+        return directory
+    if (directory / CONFIG_FILE).is_file() and not (directory / EXPORT_WEIGHTS).is_file():
+        raise ValueError(
+            f"{directory} is a qkv run directory, not a CTranslate2 export: pass --engine qkv, "
+            f"or export it first with qkv export --format ctranslate2 --model {directory} "
+            "-o OUT and pass OUT"
+        )
+    raise FileNotFoundError(
+        f"no exported CTranslate2 model at {directory} ({EXPORT_WEIGHTS} and {QKV_DIR}/"
+        f"{EXPORT_FILE} are written by qkv export --format ctranslate2)"
+    )
 
 
 def _read_export(directory: str | Path, task: str) -> tuple[Path, RunConfig, dict[str, Any]]:
     """The exported directory, its qkv run configuration and export record, once every file the
     record lists is checked (size and SHA-256); errors name the file and what to pass instead."""
-    directory = Path(directory)
+    directory = check_export(directory)
     own = directory / QKV_DIR
-    if not is_ctranslate2_export(directory):
-        if (directory / CONFIG_FILE).is_file() and not (directory / EXPORT_WEIGHTS).is_file():
-            raise ValueError(
-                f"{directory} is a qkv run directory, not a CTranslate2 export: pass --engine qkv, "
-                f"or export it first with qkv export --format ctranslate2 --model {directory} "
-                "-o OUT and pass OUT"
-            )
-        raise FileNotFoundError(
-            f"no exported CTranslate2 model at {directory} ({EXPORT_WEIGHTS} and {QKV_DIR}/"
-            f"{EXPORT_FILE} are written by qkv export --format ctranslate2)"
-        )
     again = (
         "export the model again (qkv export --format ctranslate2 --model RUN_DIR -o "
         f"{directory} --overwrite)"
@@ -91,7 +99,10 @@ def _read_export(directory: str | Path, task: str) -> tuple[Path, RunConfig, dic
                 remedy=f"{again}, or restore the file")  # fmt: skip
     run = load_model_run_config(own)
     if run.task != task:
-        raise ValueError(f"{directory} holds an exported {run.task} model, not a {task} model")
+        raise ValueError(
+            f"{directory} holds an exported {run.task} model, not a {task} model: pass an export "
+            f"of a {task} model, or the {run.task} model's run directory with --engine qkv"
+        )
     return directory, run, record
 
 
@@ -155,6 +166,8 @@ class CTranslate2Translator:
         self.decode = run.section("decode", DecodeConfig)
         self.limits = LengthLimits.without_table(run.section("data", DataConfig).max_len)
         self.positions, self.compute_type = positions, compute_type
+        model = build_config(run.family, run.model)  # what the attention CTranslate2 returns is of
+        self.layers, self.heads = model.num_decoder_layers, model.num_heads
         self._source_tokens = token_strings(source_tokenizer)
         self._target_ids = {token: i for i, token in enumerate(token_strings(target_tokenizer))}
 
@@ -220,6 +233,19 @@ class CTranslate2Translator:
         ids = self._encode(texts)
         return self._translate(ids, *sizes, compute_type)
 
+    def attended(
+        self, text: str, *, beam_size: int | None = None
+    ) -> tuple[list[int], list[int], Hypothesis]:
+        """Translate one ``text`` as :meth:`translate` does, asking CTranslate2 for its attention
+        (``return_attention``): the source ids (without the EOS CTranslate2 appends), the output
+        ids (EOS excluded) and the search's
+        :class:`~qkv.ctranslate2.search.Hypothesis` (``ended``, ``attention``)."""
+        text = one_text(text, several="translate(texts)")
+        beam_size, _ = self.decode.sizes(beam_size, None)
+        (ids,) = self._encode([text])
+        (found,) = self._search([ids], beam_size, 1, None, attention=True)
+        return ids, [self._target_ids[token] for token in found.tokens], found
+
     def _encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Source ids (EOS not added: the exported model adds it) after the checks
         :class:`~qkv.tasks.translation.runner.Translator` makes."""
@@ -231,6 +257,18 @@ class CTranslate2Translator:
     def _translate(
         self, ids: list[list[int]], beam_size: int, batch_size: int, compute_type: str | None
     ) -> list[list[int]]:
+        found = self._search(ids, beam_size, batch_size, compute_type)
+        return [[self._target_ids[token] for token in row.tokens] for row in found]
+
+    def _search(
+        self,
+        ids: list[list[int]],
+        beam_size: int,
+        batch_size: int,
+        compute_type: str | None,
+        *,
+        attention: bool = False,
+    ) -> list[Hypothesis]:
         limits = [self.decode.max_len(len(row) + 1) for row in ids]  # the source EOS counted
         for row, limit in zip(ids, limits, strict=True):
             if max(len(row) + 1, limit + 1) > self.positions:
@@ -239,15 +277,15 @@ class CTranslate2Translator:
                     f"positions than the {self.positions} this export holds; export the model "
                     "again or shorten the text"
                 )
-        tokens = translate_tokens(
+        return search_tokens(
             self._engines.get(compute_type or self.compute_type),
             [[self._source_tokens[i] for i in row] for row in ids],
             beam_size=beam_size,
             max_len=limits,
             length_penalty=self.decode.length_penalty,
             batch_size=batch_size,
+            attention=attention,
         )
-        return [[self._target_ids[token] for token in row] for row in tokens]
 
 
 class CTranslate2Generator:

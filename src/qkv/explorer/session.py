@@ -26,10 +26,17 @@ from qkv.explorer.views import (
     check_views,
     seen_json,
 )
-from qkv.tasks.run_dir import model_task
 from qkv.tasks.seen import Seen
-from qkv.tasks.spec import TaskSpec, ViewOptions
+from qkv.tasks.spec import TaskSpec, ViewOptions, resolve
 from qkv.tasks.view_extras import EXTRAS
+
+# What each engine reads a model directory as: the task it is served as, whose runner loads it
+# (the only place the explorer tells engines apart). qkv: a trained run directory, any task;
+# ctranslate2: an export (qkv export --format ctranslate2) of a translation model.
+ENGINE_TASKS = {
+    "qkv": "qkv.tasks.run_dir:model_task",
+    "ctranslate2": "qkv.ctranslate2.views:exported_task",
+}
 
 
 @dataclass(frozen=True)
@@ -183,17 +190,27 @@ class ExplorerModels:
 
     @classmethod
     def load(
-        cls, directories: Sequence[str | Path], *, precision: str | None = None
+        cls,
+        directories: Sequence[str | Path],
+        *,
+        precision: str | None = None,
+        engine: str = "qkv",
     ) -> ExplorerModels:
         """Load each model directory (any task but embeddings); names are the folder names,
         with ``-2``, ``-3`` appended to repeats. ``precision`` (``"bfloat16"``, ``"int8"``):
         the weights of the models that decode (translation, language models); a directory of
-        another task is then refused, naming it."""
+        another task is then refused, naming it. ``engine`` (:data:`ENGINE_TASKS`) runs every
+        model: ``"ctranslate2"`` takes exported translation models only (``precision`` is then
+        CTranslate2's compute type; default: the exported type) and refuses anything else,
+        naming the directory."""
+        if engine not in ENGINE_TASKS:
+            raise ValueError(f"engine must be one of {', '.join(ENGINE_TASKS)}, got {engine!r}")
+        task_of = resolve(ENGINE_TASKS[engine])
         models: list[ExplorerModel] = []
         taken: set[str] = set()
         for entry in directories:
             directory = Path(entry)
-            spec = model_task(directory)
+            spec = task_of(directory)
             name, n = directory.resolve().name or "model", 2
             while name in taken:
                 name, n = f"{directory.resolve().name}-{n}", n + 1

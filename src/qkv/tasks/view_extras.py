@@ -286,7 +286,8 @@ def checked_views(views: Views) -> Views:
         if options.target is not None and not getattr(self, "takes_target", False):
             raise ValueError(
                 f"target (an output to read instead of the model's own) is for models that "
-                f"write text ({TARGET_TASKS}); a {type(self).__name__} writes none: leave it out"
+                f"write text ({TARGET_TASKS}, run by qkv); a {type(self).__name__} reads none: "
+                "leave it out"
             )
         return check_extras(views(self, item, options), options)
 
