@@ -8,11 +8,11 @@ state), the score module, :func:`~qkv.attention.core.attend`'s checks, the reado
 every reordering of the hypotheses a copy of the whole state, the encoder's memory and the
 prepared keys included. :class:`LeanRNNDecoder` computes the same function with
 
-- one matrix product per layer and step for the cell's gates: ``[x; h]`` times the concatenated
-  ``[W_ih | W_hh]`` plus the summed biases (an LSTM's four gates; a GRU's reset and update gates,
-  and its candidate's input and hidden parts as two more blocks with zeros where the other input
-  goes, since the reset gate multiplies only the hidden part: ``n = tanh(W_in x + b_in + r *
-  (W_hn h + b_hn))``), then the cell's elementwise update, with public torch ops;
+- the cell's gates as plain products and elementwise updates with public torch ops: an LSTM's
+  four gates as one product of ``[x; h]`` with the concatenated ``[W_ih | W_hh]`` plus the
+  summed biases; a GRU's as two, ``W_ih x + b_ih`` and ``W_hh h + b_hh``, since its reset gate
+  multiplies the hidden part of the candidate alone (``n = tanh(W_in x + b_in + r * (W_hn h +
+  b_hn))``): one product would need a zero block, a third more work, measured slower;
 - the attention keys prepared once per sentence (Bahdanau's ``U h_j``, Luong's general
   ``W h_s``, concat's ``W_a h_s``; dot's are the memory itself) and never copied while the
   sentence decodes: the ``K`` hypotheses of a sentence attend to its source as ``K`` queries of
@@ -48,34 +48,29 @@ __all__ = ["LeanRNNDecoder", "LeanRNNState", "RNNDecodeWeights", "decode_weights
 
 @dataclass(frozen=True)
 class _Cell:
-    """One layer's fused gates: ``gates = [x; h] @ weight^T + bias``."""
+    """One layer's gates: an LSTM's ``[x; h] @ weight^T + bias``; a GRU's ``x @ weight^T + bias``
+    and ``h @ hidden_weight^T + hidden_bias``."""
 
-    weight: Tensor  # (4 Ds, I + Ds)
-    bias: Tensor  # (4 Ds,)
+    weight: Tensor  # LSTM (4 Ds, I + Ds); GRU (3 Ds, I)
+    bias: Tensor  # (4 Ds,) summed; GRU (3 Ds,) b_ih
+    hidden_weight: Tensor | None = None  # GRU (3 Ds, Ds)
+    hidden_bias: Tensor | None = None  # GRU (3 Ds,) b_hh
 
 
 def _fused_cell(rnn: nn.RNNBase, layer: int) -> _Cell:
-    """Layer ``layer`` of ``rnn`` as one product: an LSTM's gates ``[i, f, g, o]``; a GRU's
-    ``[r, z, n_x, n_h]`` (the candidate's input and hidden parts kept apart, zeros between)."""
+    """Layer ``layer`` of ``rnn``: an LSTM's gates ``[i, f, g, o]`` as one product; a GRU's
+    ``[r, z, n]`` as two, of the input and of the hidden state."""
     w_ih = getattr(rnn, f"weight_ih_l{layer}").detach()  # (G Ds, I)
     w_hh = getattr(rnn, f"weight_hh_l{layer}").detach()  # (G Ds, Ds)
-    ds = w_hh.size(1)
     b_ih = getattr(rnn, f"bias_ih_l{layer}", None)
     b_hh = getattr(rnn, f"bias_hh_l{layer}", None)
     b_ih = w_ih.new_zeros(w_ih.size(0)) if b_ih is None else b_ih.detach()
     b_hh = w_hh.new_zeros(w_hh.size(0)) if b_hh is None else b_hh.detach()
     if isinstance(rnn, nn.LSTM):
-        return _Cell(torch.cat([w_ih, w_hh], dim=1).contiguous(), b_ih + b_hh)
-    rz = 2 * ds  # rows of the reset and update gates
-    weight = torch.cat(
-        [
-            torch.cat([w_ih[:rz], w_hh[:rz]], dim=1),  # r, z: both inputs
-            torch.cat([w_ih[rz:], torch.zeros_like(w_hh[rz:])], dim=1),  # n_x = W_in x
-            torch.cat([torch.zeros_like(w_ih[rz:]), w_hh[rz:]], dim=1),  # n_h = W_hn h
-        ]
-    )  # (4 Ds, I + Ds)
-    bias = torch.cat([b_ih[:rz] + b_hh[:rz], b_ih[rz:], b_hh[rz:]])  # (4 Ds,)
-    return _Cell(weight.contiguous(), bias)
+        return _Cell(torch.cat([w_ih, w_hh], dim=1).contiguous(), b_ih + b_hh)  # (4 Ds, I + Ds)
+    # A GRU's reset gate multiplies the hidden part of its candidate alone: the two products
+    # stay apart, [W_ir W_iz W_in] x + b_ih and [W_hr W_hz W_hn] h + b_hh (ATen's order).
+    return _Cell(w_ih.contiguous(), b_ih, w_hh.contiguous(), b_hh)
 
 
 def _linear(module: nn.Linear | Maxout) -> tuple[Tensor, Tensor | None]:
@@ -234,16 +229,19 @@ class LeanRNNDecoder:
         for i, layer in enumerate(w.cells):
             h = state.hidden[i]  # (R, Ds)
             ds = h.size(1)
-            gates = F.linear(torch.cat([x, h], dim=1), layer.weight, layer.bias)  # (R, 4 Ds)
             if w.lstm:
                 assert state.cell is not None  # an LSTM's state has cells
+                gates = F.linear(torch.cat([x, h], dim=1), layer.weight, layer.bias)  # (R, 4 Ds)
                 i_, f, g, o = gates.chunk(4, dim=1)
                 c = torch.sigmoid(f) * state.cell[i] + torch.sigmoid(i_) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)
                 cells.append(c)
             else:
-                r, z = torch.sigmoid(gates[:, : 2 * ds]).chunk(2, dim=1)
-                n = torch.tanh(gates[:, 2 * ds : 3 * ds] + r * gates[:, 3 * ds :])
+                assert layer.hidden_weight is not None  # a GRU's layer
+                gx = F.linear(x, layer.weight, layer.bias)  # (R, 3 Ds)
+                gh = F.linear(h, layer.hidden_weight, layer.hidden_bias)  # (R, 3 Ds)
+                r, z = torch.sigmoid(gx[:, : 2 * ds] + gh[:, : 2 * ds]).chunk(2, dim=1)
+                n = torch.tanh(gx[:, 2 * ds :] + r * gh[:, 2 * ds :])
                 h = n + z * (h - n)  # (1 - z) n + z h, as ATen's GRU cell computes it
             hidden.append(h)
             x = h
