@@ -15,6 +15,7 @@ from qkv.models.transformer.decode import (
     has_lean_step,
 )
 from qkv.models.transformer.model import Transformer, TransformerConfig
+from tests.models.reverse_task import LENGTHS, source_batch, train_to_reverse
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -29,7 +30,6 @@ VARIANTS = {
     },
     "pre-norm, shared, tied, normal init": {"norm_first": True, "embed_init": "normal"},
 }
-LENGTHS = [7, 3, 9, 1, 5, 8]  # padded to 9
 
 
 def _model(seed: int = 0, **options) -> Transformer:
@@ -50,36 +50,13 @@ def _trained(seed: int = 0, **options) -> Transformer:
     length and content, and end with EOS of its own accord)."""
     key = (seed, *sorted(options.items()))
     if key not in _TRAINED:
-        model = _model(seed, **options).train()
-        generator = torch.Generator().manual_seed(seed)
-        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-        for _ in range(120):
-            lengths = torch.randint(1, 10, (32,), generator=generator)
-            src = torch.randint(4, VOCAB, (32, 9), generator=generator)
-            src[torch.arange(9)[None, :] >= lengths[:, None]] = 0
-            tgt = torch.zeros(32, 11, dtype=torch.long)
-            for row, n in enumerate(lengths.tolist()):
-                tgt[row, 1 : n + 1] = src[row, :n].flip(0)
-                tgt[row, n + 1] = 2  # EOS
-            tgt[:, 0] = 1  # BOS
-            logits = model(src, lengths, tgt[:, :-1]).logits
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=0
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        _TRAINED[key] = model.eval()
+        model = train_to_reverse(_model(seed, **options), VOCAB, steps=120, lr=3e-3, seed=seed)
+        _TRAINED[key] = model
     return _TRAINED[key]
 
 
 def _batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    lengths = torch.tensor(LENGTHS)
-    src = torch.zeros(len(LENGTHS), max(LENGTHS), dtype=torch.long)  # padded with 0
-    for row, n in enumerate(LENGTHS):
-        src[row, :n] = torch.randint(4, VOCAB, (n,), generator=generator)
-    return src, lengths
+    return source_batch(VOCAB, seed)
 
 
 MAX_LEN = [12, 6, 15, 4, 9, 14]  # one limit per sentence, as the Translator sets them

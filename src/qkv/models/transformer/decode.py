@@ -48,6 +48,7 @@ from qkv.layers.packed_linear import (
     packed_for,
 )
 from qkv.models.outputs import StepOutput
+from qkv.models.sentence_groups import select_sentences
 from qkv.models.transformer.model import Transformer, TransformerEncoding
 
 __all__ = ["LeanTranslationDecoder", "LeanTranslationState", "TranslationDecodeWeights"]
@@ -287,18 +288,9 @@ class LeanTranslationDecoder:
         rows that change are copied; otherwise the filled part of the live rows is gathered
         once and written back. New buffers are made only for more rows than they hold."""
         rows_before, device = state.rows, index.device
-        sentence = index // state.group  # (R',) the sentence of each new row
-        runs, counts = torch.unique_consecutive(sentence, return_counts=True)
-        group = int(counts[0]) if counts.numel() else 1
-        ordered = runs.numel() < 2 or bool((runs.diff() > 0).all())
-        if not bool((counts == group).all()) or not ordered:
-            raise ValueError(
-                "LeanTranslationDecoder.select_state takes the rows of each sentence together, "
-                f"the same number for each and sentences in order; got {index.tolist()}"
-            )
         keep, bias, cross = state.keep, state.bias, state.cross
-        kept = torch.arange(runs.numel(), device=device)
-        if runs.numel() != keep.size(0) or not bool((runs == kept).all()):
+        runs, group = select_sentences(index, state.group, keep.size(0), type(self).__name__)
+        if runs is not None:
             keep, bias = keep.index_select(0, runs), bias.index_select(0, runs)
             cross = tuple((k.index_select(0, runs), v.index_select(0, runs)) for k, v in cross)
         t, rows = state.length, index.numel()

@@ -19,8 +19,10 @@ from qkv.data.tokens.subword import check_vocab_size
 from qkv.decoding import beam_search, greedy_search
 from qkv.evaluation.bleu import bleu_by_length, corpus_scores
 from qkv.layers.packed_linear import Precision, check_precision
+from qkv.models import rnn_decode
 from qkv.models.registry import build_config, build_model
-from qkv.models.transformer.decode import LeanTranslationDecoder, decode_weights, has_lean_step
+from qkv.models.seq2seq_rnn import Seq2SeqRNN
+from qkv.models.transformer import decode as transformer_decode
 from qkv.models.transformer.model import Transformer
 from qkv.tasks.input_checks import (
     LengthLimits,
@@ -77,8 +79,10 @@ class Translator:
     (:class:`~qkv.models.transformer.decode.LeanTranslationDecoder`) with its weights in
     ``precision``: ``"float32"`` gives the module path's translations token for token;
     ``"bfloat16"`` and ``"int8"`` (:mod:`qkv.layers.packed_linear`) are faster where the CPU has
-    the kernels and may translate a little differently. Other models (the RNNs, copying
-    Transformers) decode through their module path, in float32 only.
+    the kernels and may translate a little differently. An RNN (without a copy head) decodes
+    through its lean step (:class:`~qkv.models.rnn_decode.LeanRNNDecoder`), float32 only, with
+    the module path's translations. Copying models decode through their module path, in
+    float32 only (:func:`lean_step_model` decides).
     """
 
     takes_target = True  # views(text, ViewOptions(target=...)) reads a given translation
@@ -101,7 +105,7 @@ class Translator:
         )
         self.decode, self.limits, self.data = decode, limits, data
         self.precision = check_precision(precision)
-        if precision != "float32" and not has_lean_step(model):
+        if precision != "float32" and not transformer_decode.has_lean_step(model):
             raise ValueError(
                 f"precision {precision} needs a Transformer without a copy head (its lean "
                 f"decode step); this {type(model).__name__} decodes in float32 only"
@@ -371,16 +375,9 @@ class Translator:
         src, lengths = src.to(device), lengths.to(device)
         # Each sentence's own limit: its output never depends on the rest of its batch.
         max_len = [self.decode.max_len(len(s)) for s in sources]
-        model: Any = self.model
-        if isinstance(self.model, Transformer) and has_lean_step(self.model):  # no copy head
-            weights = decode_weights(self.model, self.precision)
-            model = LeanTranslationDecoder(
-                self.model,
-                precision=self.precision,
-                max_len=max(max_len),
-                need_attention=attention,
-                weights=weights,
-            )
+        model: Any = lean_step_model(
+            self.model, self.precision, max_len=max(max_len), need_attention=attention
+        )
         with torch.inference_mode():
             if beam_size == 1:
                 return greedy_search(model, src, lengths, max_len=max_len)
@@ -411,6 +408,34 @@ class Translator:
                 else None
             ),
         )
+
+
+def has_lean_step(model: nn.Module) -> bool:
+    """Whether ``model`` decodes through a lean decode step: a Transformer or an RNN without a
+    copy head."""
+    return transformer_decode.has_lean_step(model) or rnn_decode.has_lean_step(model)
+
+
+def lean_step_model(
+    model: nn.Module, precision: Precision, *, max_len: int, need_attention: bool
+) -> Any:
+    """What the searches step for ``model``: its lean decode step where it has one
+    (:func:`has_lean_step`), else ``model`` itself (the module path). ``max_len``: the most
+    tokens any output may have; ``need_attention``: whether steps report attention."""
+    if not has_lean_step(model):
+        return model
+    if isinstance(model, Transformer):
+        return transformer_decode.LeanTranslationDecoder(
+            model,
+            precision=precision,
+            max_len=max_len,
+            need_attention=need_attention,
+            weights=transformer_decode.decode_weights(model, precision),
+        )
+    assert isinstance(model, Seq2SeqRNN) and precision == "float32"  # checked by __init__
+    return rnn_decode.LeanRNNDecoder(
+        model, need_attention=need_attention, weights=rnn_decode.decode_weights(model)
+    )
 
 
 def _device_of(model: nn.Module) -> torch.device:
