@@ -81,7 +81,7 @@ def translation(model_dir: Path, reps: int, work: Path, limit: int | None = None
     from qkv.ctranslate2.export import export_model, token_strings
     from qkv.data import load_corpus
     from qkv.evaluation.bleu import corpus_scores
-    from qkv.tasks.translation import runner as translator_module
+    from qkv.models import lean_step
     from qkv.tasks.translation.runner import Translator
 
     qkv = {p: Translator.load(model_dir, precision=p) for p in ("float32", "bfloat16", "int8")}
@@ -113,12 +113,12 @@ def translation(model_dir: Path, reps: int, work: Path, limit: int | None = None
         return [base.target_tokenizer.decode([target_ids[t] for t in r.hypotheses[0]]) for r in out]
 
     def module_path(beam: int) -> list[str]:
-        saved = translator_module.has_lean_step
-        translator_module.has_lean_step = lambda model: False
+        saved = lean_step.has_lean_step
+        lean_step.has_lean_step = lambda model: False
         try:
             return [t.text for t in base.translate(sources, beam_size=beam, batch_size=32)]
         finally:
-            translator_module.has_lean_step = saved
+            lean_step.has_lean_step = saved
 
     rows = []
     for beam in (4, 1):

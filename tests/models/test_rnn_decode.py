@@ -173,8 +173,8 @@ def test_fused_weights_are_reused_until_a_parameter_changes():
 def test_the_translator_steps_the_lean_rnn_and_a_copying_rnn_through_its_modules():
     """One place decides (``lean_step_model``): an RNN without a copy head gets the lean step,
     a copying one its module path; only a Transformer takes another precision."""
+    from qkv.models.lean_step import lean_step_model
     from qkv.models.transformer.decode import LeanTranslationDecoder
-    from qkv.tasks.translation.runner import lean_step_model
 
     plain = _model("bahdanau-lstm")
     lean = lean_step_model(plain, "float32", max_len=5, need_attention=True)

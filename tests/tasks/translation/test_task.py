@@ -11,11 +11,11 @@ import torch
 from safetensors.torch import load_file
 
 from qkv.manifest import ManifestError, file_entry, read_manifest
+from qkv.models import lean_step
 from qkv.models.registry import build_config, build_model
 from qkv.tasks.run_config import load_run_config
 from qkv.tasks.run_dir import load_model_run_config, snapshot_dir
 from qkv.tasks.run_skeleton import run_training
-from qkv.tasks.translation import runner as translator_module
 from qkv.tasks.translation.runner import Translator
 from qkv.tasks.translation.train import evaluate_translation
 from qkv.training import trainer
@@ -105,7 +105,7 @@ def test_the_lean_decode_step_translates_as_the_module_path(snapshotted_run, mon
     out, _ = snapshotted_run
     texts = ["a b c d e", "f", "g h i", "j a", "b c d e f g h"]
     lean = Translator.load(out).translate(texts, beam_size=beam, attention=True)
-    monkeypatch.setattr(translator_module, "has_lean_step", lambda model: False)
+    monkeypatch.setattr(lean_step, "has_lean_step", lambda model: False)
     module = Translator.load(out).translate(texts, beam_size=beam, attention=True)
     assert [t.target_ids for t in lean] == [t.target_ids for t in module]
     for ours, theirs in zip(lean, module, strict=True):
@@ -184,3 +184,15 @@ def test_a_snapshot_carries_its_own_manifest(snapshotted_run, tmp_path):
     shutil.copyfile(snapshot_dir(out, 1) / "model.safetensors", directory / "model.safetensors")
     with pytest.raises(ManifestError, match=r"model\.safetensors has changed since it was saved"):
         Translator.load(directory)  # another snapshot's weights: refused, not loaded
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_batches_decoded_at_once_give_the_same_translations(snapshotted_run, beam):
+    out, _ = snapshotted_run
+    texts = ["a b c d e", "f", "g h i", "j a", "b c d e f g h", "c", "d e", "h g f e d"]
+    translator = Translator.load(out)
+    one = translator.translate(texts, beam_size=beam, batch_size=2, workers=1, attention=True)
+    several = translator.translate(texts, beam_size=beam, batch_size=2, workers=3, attention=True)
+    assert [t.target_ids for t in several] == [t.target_ids for t in one]
+    for a, b in zip(several, one, strict=True):
+        assert torch.equal(a.attention, b.attention)

@@ -198,7 +198,9 @@ class LeanTranslationDecoder:
         cross = []
         for layer in w.layers:
             kv = linear(flat, layer.cross_kv).view(g, s, 2, h, dh)
-            cross.append((kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)))  # (G,H,S,Dh)
+            # Contiguous (G, H, S, Dh): a step's batched products read them without a copy.
+            keys, values = kv.permute(2, 0, 3, 1, 4).contiguous()  # (2, G, H, S, Dh)
+            cross.append((keys, values))
 
         where = torch.arange(self.capacity, device=memory.device)
         positions = w.positional.encoding(where, dtype=torch.float32)  # (capacity, D)

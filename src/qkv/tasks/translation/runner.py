@@ -17,13 +17,12 @@ from qkv.data import SubwordTokenizer, load_corpus
 from qkv.data.tokens.special import BOS_ID, EOS_ID, PAD_ID
 from qkv.data.tokens.subword import check_vocab_size
 from qkv.decoding import beam_search, greedy_search
+from qkv.decoding.workers import map_batches
 from qkv.evaluation.bleu import bleu_by_length, corpus_scores
 from qkv.layers.packed_linear import Precision, check_precision
-from qkv.models import rnn_decode
+from qkv.models import lean_step
 from qkv.models.registry import build_config, build_model
-from qkv.models.seq2seq_rnn import Seq2SeqRNN
 from qkv.models.transformer import decode as transformer_decode
-from qkv.models.transformer.model import Transformer
 from qkv.tasks.input_checks import (
     LengthLimits,
     longest_token,
@@ -82,7 +81,7 @@ class Translator:
     the kernels and may translate a little differently. An RNN (without a copy head) decodes
     through its lean step (:class:`~qkv.models.rnn_decode.LeanRNNDecoder`), float32 only, with
     the module path's translations. Copying models decode through their module path, in
-    float32 only (:func:`lean_step_model` decides).
+    float32 only (:func:`~qkv.models.lean_step.lean_step_model` decides).
     """
 
     takes_target = True  # views(text, ViewOptions(target=...)) reads a given translation
@@ -165,6 +164,7 @@ class Translator:
         batch_size: int | None = None,
         progress: bool = False,
         attention: bool = False,
+        workers: int | None = None,
     ) -> list[Translation]:
         """Translate ``texts``, a list of str, in batches of similar length (greedy when
         ``beam_size`` is 1). A bare str is a ``TypeError`` (it would be read as its characters);
@@ -172,12 +172,16 @@ class Translator:
 
         ``batch_size`` overrides the model's ``decode.batch_size`` (sentences per batch);
         ``progress`` shows a bar with sentences per second on stderr; ``attention`` fills each
-        :attr:`Translation.attention` with the search's cross-attention (``None`` otherwise).
+        :attr:`Translation.attention` with the search's cross-attention (``None`` otherwise);
+        ``workers`` batches are decoded at once, one thread each
+        (:func:`~qkv.decoding.workers.map_batches`: faster on a multi-core CPU, the same
+        translations); ``None``: as many as PyTorch has threads; 1: one batch at a time on all
+        of them.
         """
         texts = text_list(texts)
         beam_size, batch_size = self._check_sizes(beam_size, batch_size)
         encoded = self._encode(texts, single=False)
-        return self._translate(texts, encoded, beam_size, batch_size, progress, attention)
+        return self._translate(texts, encoded, beam_size, batch_size, progress, attention, workers)
 
     def _check_sizes(self, beam_size: int | None, batch_size: int | None) -> tuple[int, int]:
         return self.decode.sizes(beam_size, batch_size)
@@ -190,20 +194,27 @@ class Translator:
         batch_size: int,
         progress: bool = False,
         attention: bool = False,
+        workers: int | None = None,
     ) -> list[Translation]:
         was_training = self.model.training
         self.model.eval()
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
         results: dict[int, Translation] = {}
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(texts), desc="translate", unit="sent", dynamic_ncols=True)
+
+        def decode(rows: list[int]) -> list[Any]:
+            return self._decode([encoded[i] for i in rows], beam_size, attention)
+
         try:
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
-                hyps = self._decode([encoded[i] for i in rows], beam_size, attention)
+            decoded = map_batches(
+                decode, batches, torch.get_num_threads() if workers is None else workers
+            )
+            for rows, hyps in zip(batches, decoded, strict=True):
                 for i, hyp in zip(rows, hyps, strict=True):
                     results[i] = self._translation(texts[i], encoded[i], hyp, attention)
                 if bar is not None:
@@ -298,9 +309,11 @@ class Translator:
         beam_size: int | None = None,
         batch_size: int | None = None,
         progress: bool = False,
+        workers: int | None = None,
     ) -> EvaluationReport:
         """BLEU, chrF and BLEU by source length on ``split`` of the model's corpus (its first
-        ``limit`` pairs when given); a model not loaded from a directory has no corpus."""
+        ``limit`` pairs when given); a model not loaded from a directory has no corpus.
+        ``workers``: as :meth:`translate`."""
         if self.data is None:
             raise ValueError("this translator was not loaded from a model directory: no corpus")
         check_split(split)
@@ -309,7 +322,11 @@ class Translator:
             raise ValueError(f"the {split} split of {self.data.corpus} is empty")
         beam = self.decode.beam_size if beam_size is None else beam_size
         translations = self.translate(
-            [s for s, _ in pairs], beam_size=beam, batch_size=batch_size, progress=progress
+            [s for s, _ in pairs],
+            beam_size=beam,
+            batch_size=batch_size,
+            progress=progress,
+            workers=workers,
         )
         hyps = [t.text for t in translations]
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
@@ -375,7 +392,7 @@ class Translator:
         src, lengths = src.to(device), lengths.to(device)
         # Each sentence's own limit: its output never depends on the rest of its batch.
         max_len = [self.decode.max_len(len(s)) for s in sources]
-        model: Any = lean_step_model(
+        model: Any = lean_step.lean_step_model(
             self.model, self.precision, max_len=max(max_len), need_attention=attention
         )
         with torch.inference_mode():
@@ -408,34 +425,6 @@ class Translator:
                 else None
             ),
         )
-
-
-def has_lean_step(model: nn.Module) -> bool:
-    """Whether ``model`` decodes through a lean decode step: a Transformer or an RNN without a
-    copy head."""
-    return transformer_decode.has_lean_step(model) or rnn_decode.has_lean_step(model)
-
-
-def lean_step_model(
-    model: nn.Module, precision: Precision, *, max_len: int, need_attention: bool
-) -> Any:
-    """What the searches step for ``model``: its lean decode step where it has one
-    (:func:`has_lean_step`), else ``model`` itself (the module path). ``max_len``: the most
-    tokens any output may have; ``need_attention``: whether steps report attention."""
-    if not has_lean_step(model):
-        return model
-    if isinstance(model, Transformer):
-        return transformer_decode.LeanTranslationDecoder(
-            model,
-            precision=precision,
-            max_len=max_len,
-            need_attention=need_attention,
-            weights=transformer_decode.decode_weights(model, precision),
-        )
-    assert isinstance(model, Seq2SeqRNN) and precision == "float32"  # checked by __init__
-    return rnn_decode.LeanRNNDecoder(
-        model, need_attention=need_attention, weights=rnn_decode.decode_weights(model)
-    )
 
 
 def _device_of(model: nn.Module) -> torch.device:
