@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml tools/ensure_torch.py
 	@touch $(STAMP)
 
 DEMO_STEPS := $(shell sed -n 's/^  max_steps: *//p' configs/demo.yaml)
-DEMO_MINUTES := about 10 minutes on a 2-core CPU; the progress bar shows the time left
+DEMO_MINUTES := about 10 minutes on a 2-core Intel Xeon with AMX, 15 on a 2-core AMD EPYC; the progress bar shows the time left
 DEMO_SENTENCE ?= The king said to his servants: Go into the city, and bring me bread and water.
 
 # The main job: train the default Transformer on English -> French for a fixed number of steps (the

@@ -2,8 +2,12 @@
 machine.
 
 Part 1, translation: the 1,016 test verses of the Bible corpus translated by a trained model
-directory (the demo model and the 60-minute preset), beam 4 and greedy, 32 sentences per batch,
-2 threads, text in and text out:
+directory (the demo model; the 60-minute preset when given), beam 4 and greedy, the same
+batches of 32 sentences (sorted by length, qkv's) and the same per-batch length limits given to
+every engine, text in and text out. **Each configuration runs in a process of its own**
+(``serving_worker.py``), at each thread layout the engine offers on 2 cores: one batch on two
+threads, and two batches at once on one thread each (qkv's ``workers``, CTranslate2's
+``inter_threads``), and CTranslate2 on one thread alone:
 
 - qkv before this work: the searches over ``Transformer.step`` (the module path);
 - qkv's lean decode step (:mod:`qkv.models.transformer.decode`) with float32, bfloat16 and int8
@@ -11,8 +15,7 @@ directory (the demo model and the 60-minute preset), beam 4 and greedy, 32 sente
   while a live hypothesis could still win under the GNMT penalty) and with patience 1
   (CTranslate2's rule: a sentence stops once ``K`` hypotheses have finished);
 - CTranslate2 on the exported model (``qkv export --format ctranslate2``), float32 and int8,
-  called as a user would: ``translate_batch`` over all sentences, ``max_batch_size=32``, its own
-  length penalty (``|Y|^alpha``) at the model's alpha;
+  its own length penalty (``|Y|^alpha``) at the model's alpha;
 - ``qkv translate --engine ctranslate2``: the same CTranslate2 model behind qkv's decoding rules
   (per-sentence length limits, GNMT ranking of 2K finished hypotheses).
 
@@ -20,26 +23,28 @@ Each configuration's BLEU (sacrebleu) and its share of outputs identical to qkv 
 recorded beside its time.
 
 Part 2, generation: GPT-2 small (random weights, 124M parameters), 128 greedy tokens after a
-16-token prompt, batch 1 and 8: qkv's decode step in float32, bfloat16 and int8 against
-CTranslate2 float32 and int8 on the exported model. A decoded token reads every weight once, so
-each precision's floor is its bytes over the memory bandwidth, measured in this run (the best
-time to sum a 1 GiB float32 tensor).
+16-token prompt, batch 1 and 8, each configuration in a process of its own on 1 and on 2
+threads: qkv's decode step in float32, bfloat16 and int8 against CTranslate2 float32 and int8
+on the exported model. A decoded token reads every weight once, so each precision's floor is its
+bytes over the memory bandwidth, measured in this run (the best time to sum a 1 GiB float32
+tensor).
 
     PYTHONPATH=src:benchmarks python benchmarks/serving.py \\
-        --models runs/demo runs/transformer           # writes docs/results/serving.md
+        --models runs/demo                             # writes docs/results/serving.md
 
-Every time is the best of ``--reps`` repetitions, the configurations interleaved in each.
+Every time is the best of ``--reps`` runs after one untimed run, in the configuration's own process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -62,96 +67,121 @@ def ct2():
     return ctranslate2
 
 
-def interleaved(calls: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
-    """Best wall time of each call over ``reps`` rounds, the calls interleaved in each round."""
-    best = {name: float("inf") for name in calls}
-    for _ in range(reps):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
 # -- part 1: translation ------------------------------------------------------------------------
 
 
-def translation(model_dir: Path, reps: int, work: Path, limit: int | None = None) -> dict:
-    from qkv.ctranslate2.engine import CTranslate2Translator
-    from qkv.ctranslate2.export import export_model, token_strings
+def in_process(spec: dict) -> dict:
+    """One configuration run by ``serving_worker.py`` in a process of its own."""
+    argv = [sys.executable, str(Path(__file__).with_name("serving_worker.py")), json.dumps(spec)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(spec.get("threads", spec.get("intra", 1)))}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{spec} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ct2_input(model_dir: Path, work: Path, limit: int | None) -> tuple[Path, list[list[int]]]:
+    """The file CTranslate2's workers read: the source tokens of qkv's batches (sorted by length,
+    32 each) and each batch's length limit; and the batches' sentence indices."""
+    from qkv.ctranslate2.export import token_strings
     from qkv.data import load_corpus
-    from qkv.evaluation.bleu import corpus_scores
-    from qkv.models import lean_step
     from qkv.tasks.translation.runner import Translator
 
-    qkv = {p: Translator.load(model_dir, precision=p) for p in ("float32", "bfloat16", "int8")}
-    patient = {p: Translator.load(model_dir, precision=p) for p in qkv}
-    for runner in patient.values():
-        runner.decode = replace(runner.decode, patience=1.0)
-    base = qkv["float32"]
-    pairs = load_corpus(base.data.corpus, **base.data.options).test[:limit]
-    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    base = Translator.load(model_dir)
+    sources = [s for s, _ in load_corpus(base.data.corpus, **base.data.options).test[:limit]]
+    encoded = [base.source_tokenizer.encode(s) for s in sources]
+    order = sorted(range(len(sources)), key=lambda i: len(encoded[i]))
+    batches = [order[i : i + 32] for i in range(0, len(order), 32)]
+    strings = token_strings(base.source_tokenizer)
+    limits = [base.decode.max_len(len(ids) + 1) for ids in encoded]  # EOS counted, as qkv does
+    path = work / f"{model_dir.name}-ct2-input.json"
+    path.write_text(json.dumps({
+        "tokens": [[[strings[t] for t in encoded[i]] for i in rows] for rows in batches],
+        "limits": [max(limits[i] for i in rows) for rows in batches],
+        "alpha": base.decode.length_penalty,
+    }), encoding="utf-8")  # fmt: skip
+    return path, batches
+
+
+def ct2_texts(model_dir: Path, batches: list[list[int]], tokens: list[list[str]]) -> list[str]:
+    """The target token strings CTranslate2 returned, batch by batch, as texts in test order."""
+    from qkv.ctranslate2.export import token_strings
+    from qkv.tasks.translation.runner import Translator
+
+    target = Translator.load(model_dir).target_tokenizer
+    ids = {t: i for i, t in enumerate(token_strings(target))}
+    order = [i for rows in batches for i in rows]
+    texts = dict(zip(order, (target.decode([ids[t] for t in hyp]) for hyp in tokens), strict=True))
+    return [texts[i] for i in range(len(order))]
+
+
+def translation_configs(model: str, exported: str, beam: int, reps: int, limit: int | None):
+    """``{name: spec}``: each engine at each thread layout it offers on 2 cores."""
+    common = {"model": model, "beam": beam, "reps": reps, "limit": limit}
+    configs = {}
+    if beam > 1:
+        configs["qkv module path (before), 2 threads"] = {
+            **common, "kind": "qkv", "precision": "float32", "threads": 2, "workers": 1,
+            "module_path": True,
+        }  # fmt: skip
+    for precision in ("float32", "bfloat16", "int8"):
+        configs[f"qkv {precision}, 2 batches at once x 1 thread"] = {
+            **common, "kind": "qkv", "precision": precision, "threads": 2, "workers": 2,
+        }  # fmt: skip
+        configs[f"qkv {precision}, 1 batch x 2 threads"] = {
+            **common, "kind": "qkv", "precision": precision, "threads": 2, "workers": 1,
+        }  # fmt: skip
+    if beam > 1:
+        for precision in ("float32", "int8"):
+            configs[f"qkv {precision}, patience 1, 2 batches at once x 1 thread"] = {
+                **common, "kind": "qkv", "precision": precision, "threads": 2, "workers": 2,
+                "patience": 1.0,
+            }  # fmt: skip
+    for ct in ("float32", "int8"):
+        for intra, inter in ((2, 1), (1, 1), (1, 2)):
+            layout = f"{inter} batches at once x {intra} thread" + ("s" if intra > 1 else "")
+            configs[f"CTranslate2 {ct}, {layout}"] = {
+                **common, "kind": "ct2", "exported": exported, "compute_type": ct,
+                "intra": intra, "inter": inter, "input": str(Path(exported) / "input.json"),
+            }  # fmt: skip
+    configs["qkv --engine ctranslate2 (float32, 2 threads)"] = {
+        **common, "kind": "wrapped", "exported": exported, "intra": 2,
+    }  # fmt: skip
+    return configs
+
+
+def translation(model_dir: Path, reps: int, work: Path, limit: int | None = None) -> dict:
+    from qkv.ctranslate2.export import export_model
+    from qkv.data import load_corpus
+    from qkv.evaluation.bleu import corpus_scores
+    from qkv.tasks.run_dir import load_model_run_config
+
+    run = load_model_run_config(model_dir)
+    pairs = load_corpus(run.data.corpus, **run.data.options).test[:limit]
+    refs = [t for _, t in pairs]
     exported = work / f"{model_dir.name}-ct2"
     export_model(model_dir, exported, overwrite=True)
-    engines = {
-        ct: ct2().Translator(str(exported), device="cpu", compute_type=ct,
-                             intra_threads=THREADS, inter_threads=1)
-        for ct in ("float32", "int8")
-    }  # fmt: skip
-    wrapped = CTranslate2Translator.load(exported, compute_type="float32", threads=THREADS)
-    src_tokens = token_strings(base.source_tokenizer)
-    target_ids = {t: i for i, t in enumerate(token_strings(base.target_tokenizer))}
-    limit = max(base.decode.max_len(len(base.source_tokenizer.encode(s)) + 1) for s in sources)
-    alpha = base.decode.length_penalty
-
-    def ct2_translate(ct: str, beam: int) -> list[str]:
-        tokens = [[src_tokens[i] for i in base.source_tokenizer.encode(s)] for s in sources]
-        out = engines[ct].translate_batch(
-            tokens, beam_size=beam, length_penalty=alpha, max_batch_size=32,
-            max_decoding_length=limit, return_scores=False,
-        )  # fmt: skip
-        return [base.target_tokenizer.decode([target_ids[t] for t in r.hypotheses[0]]) for r in out]
-
-    def module_path(beam: int) -> list[str]:
-        saved = lean_step.has_lean_step
-        lean_step.has_lean_step = lambda model: False
-        try:
-            return [t.text for t in base.translate(sources, beam_size=beam, batch_size=32)]
-        finally:
-            lean_step.has_lean_step = saved
-
+    given, batches = ct2_input(model_dir, work, limit)
+    given.replace(exported / "input.json")
     rows = []
     for beam in (4, 1):
-        calls: dict[str, Callable[[], list[str]]] = {
-            "qkv module path (before)": lambda b=beam: module_path(b)
-        }
-        for precision, runner in qkv.items():
-            calls[f"qkv {precision}"] = lambda r=runner, b=beam: [
-                t.text for t in r.translate(sources, beam_size=b, batch_size=32)
-            ]
-        if beam > 1:  # the exact search, then CTranslate2's stopping rule (patience 1)
-            for precision, runner in patient.items():
-                calls[f"qkv {precision}, patience 1"] = lambda r=runner, b=beam: [
-                    t.text for t in r.translate(sources, beam_size=b, batch_size=32)
-                ]
-        for ct in engines:
-            calls[f"CTranslate2 {ct}"] = lambda c=ct, b=beam: ct2_translate(c, b)
-        calls["qkv --engine ctranslate2 (float32)"] = lambda b=beam: wrapped.translate(
-            sources, beam_size=b, batch_size=32
-        )
-        outputs = {name: call() for name, call in calls.items()}  # warm-up, and the outputs
-        seconds = interleaved(calls, reps)
-        reference = outputs["qkv float32"]
-        for name, hyps in outputs.items():
+        configs = translation_configs(str(model_dir), str(exported), beam, reps, limit)
+        results = {name: in_process(spec) for name, spec in configs.items()}
+        for name, spec in configs.items():
+            if spec["kind"] == "ct2":
+                results[name]["outputs"] = ct2_texts(model_dir, batches, results[name]["outputs"])
+        reference = results["qkv float32, 1 batch x 2 threads"]["outputs"]
+        for name, result in results.items():
+            hyps = result["outputs"]
             rows.append({
                 "model": model_dir.name, "search": "greedy" if beam == 1 else f"beam {beam}",
-                "config": name, "seconds": seconds[name],
+                "config": name, "seconds": result["seconds"],
                 "bleu": corpus_scores(hyps, refs).bleu,
                 "same_as_qkv_float32": sum(a == b for a, b in zip(hyps, reference, strict=True))
                 / len(reference),
             })  # fmt: skip
             log(f"{model_dir.name} beam {beam} {name}: {rows[-1]}")
-    return {"model": str(model_dir), "sentences": len(sources), "rows": rows}
+    return {"model": str(model_dir), "sentences": len(pairs), "rows": rows}
 
 
 # -- part 2: GPT-2 small generation --------------------------------------------------------------
@@ -171,56 +201,43 @@ def _timed(call: Callable[[], object]) -> float:
 
 
 def generation(reps: int, work: Path, new: int = 128) -> dict:
-    import transformers
+    from serving_worker import gpt2_small
 
     from qkv.ctranslate2.convert import SpecialTokens, language_model_spec, save_spec
-    from qkv.decoding.sampling import SamplingConfig, generate
-    from qkv.interop.gpt2 import from_hf_gpt2
 
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    ours = from_hf_gpt2(transformers.GPT2LMHeadModel(config).eval())
-    vocabulary = [f"<t{i}>" for i in range(config.vocab_size)]
+    ours, vocab = gpt2_small()
+    vocabulary = [f"<t{i}>" for i in range(vocab)]
     special = SpecialTokens(bos=vocabulary[0], eos=vocabulary[-1], unk=vocabulary[1])
     exported = work / "gpt2-small-ct2"
     save_spec(language_model_spec(ours, vocabulary, special=special), exported, overwrite=True)
-    engines = {
-        ct: ct2().Generator(str(exported), device="cpu", compute_type=ct,
-                            intra_threads=THREADS, inter_threads=1)
-        for ct in ("float32", "int8")
-    }  # fmt: skip
-    sampling = SamplingConfig(max_new_tokens=new, temperature=0.0)
     floors = {p: ours.decode_weights(p).nbytes for p in ("float32", "bfloat16", "int8")}
+    del ours
     measured = bandwidth()
     rows = []
     for batch in (1, 8):
         torch.manual_seed(1)
-        prompt = torch.randint(0, config.vocab_size - 1, (batch, 16)).tolist()
-
-        def run_qkv(precision: str, p=prompt) -> list[list[int]]:
-            return generate(ours, p, sampling, precision=precision).tokens
-
-        def run_ct2(ct: str, p=prompt) -> list[list[int]]:
-            out = engines[ct].generate_batch(
-                [[vocabulary[i] for i in row] for row in p], max_length=new, min_length=new,
-                sampling_topk=1, include_prompt_in_result=False,
-            )  # fmt: skip
-            return [[int(t[2:-1]) for t in r.sequences[0]] for r in out]
-
-        calls: dict[str, Callable[[], list[list[int]]]] = {}
-        for precision in floors:
-            calls[f"qkv {precision}"] = lambda x=precision: run_qkv(x)
-        for ct in engines:
-            calls[f"CTranslate2 {ct}"] = lambda c=ct: run_ct2(c)
-        outputs = {name: call() for name, call in calls.items()}
-        seconds = interleaved(calls, reps)
-        reference = outputs["qkv float32"]
-        for name, tokens in outputs.items():
-            precision = name.split()[-1]
+        prompts = torch.randint(0, vocab - 1, (batch, 16)).tolist()
+        common = {"batch": batch, "new": new, "reps": reps, "prompts": prompts}
+        configs: dict[str, dict] = {}
+        for threads in (1, 2):
+            for precision in floors:
+                configs[f"qkv {precision}, {threads} thread{'s' * (threads > 1)}"] = {
+                    **common, "kind": "gpt2-qkv", "precision": precision, "threads": threads,
+                }  # fmt: skip
+            for ct in ("float32", "int8"):
+                configs[f"CTranslate2 {ct}, {threads} thread{'s' * (threads > 1)}"] = {
+                    **common, "kind": "gpt2-ct2", "exported": str(exported),
+                    "compute_type": ct, "intra": threads,
+                }  # fmt: skip
+        results = {name: in_process(spec) for name, spec in configs.items()}
+        reference = results["qkv float32, 1 thread"]["outputs"]
+        for name, result in results.items():
+            tokens = result["outputs"]
+            precision = name.split(",")[0].split()[-1]
             same = sum(a == b for x, y in zip(tokens, reference, strict=True)
                        for a, b in zip(x, y, strict=False))  # fmt: skip
             row = {
-                "batch": batch, "config": name, "ms_per_token": seconds[name] / new * 1e3,
+                "batch": batch, "config": name, "ms_per_token": result["seconds"] / new * 1e3,
                 "same_tokens_as_qkv_float32": same / (batch * new),
             }  # fmt: skip
             if precision in floors:
@@ -252,7 +269,9 @@ def render(results: dict, command: str, minutes: float) -> str:
         ]
         for search in dict.fromkeys(r["search"] for r in rows):
             group = [r for r in rows if r["search"] == search]
-            ct2_f32 = next(r["seconds"] for r in group if r["config"] == "CTranslate2 float32")
+            ct2_f32 = min(
+                r["seconds"] for r in group if r["config"].startswith("CTranslate2 float32")
+            )  # its best thread layout
             ct2_best = min(r["seconds"] for r in group if r["config"].startswith("CTranslate2"))
             body = [
                 [
@@ -302,7 +321,7 @@ def render(results: dict, command: str, minutes: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", default=["runs/demo", "runs/transformer"])
+    parser.add_argument("--models", nargs="*", default=["runs/demo"])
     parser.add_argument("--parts", nargs="*", default=["translation", "generation"])
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results/serving.md")

@@ -39,3 +39,31 @@ def test_lstm_under_bfloat16_autocast_runs_in_float32_without_the_kernels(monkey
     assert out.dtype == h.dtype == c.dtype == torch.float32
     torch.testing.assert_close(out, expected)  # the float32 LSTM itself
     assert torch.equal(gru_out, gru_direct)
+
+
+@pytest.mark.parametrize(
+    ("bf16", "amx", "rows", "warns"),
+    [
+        (False, False, 32, True),  # no bfloat16 kernels at all
+        (True, False, 1, True),  # AVX-512 BF16 without AMX, one row: slower than float32
+        (True, False, hardware.FEW_ROWS, False),  # enough rows: faster
+        (True, True, 1, False),  # AMX: faster at one row too
+    ],
+)
+def test_bfloat16_decoding_warns_where_it_is_slower(monkeypatch, caplog, bf16, amx, rows, warns):
+    monkeypatch.setattr(hardware, "cpu_has_bfloat16", lambda: bf16)
+    monkeypatch.setattr(hardware, "cpu_has_amx", lambda: amx)
+    with caplog.at_level(logging.WARNING, logger="qkv.hardware"):
+        assert hardware.warn_if_slow_bfloat16_decoding("cpu", rows) is warns
+        assert not hardware.warn_if_slow_bfloat16_decoding("meta", 1)
+    assert bool(caplog.records) is warns
+
+
+def test_amx_is_read_from_the_cpu_flags():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = next(line.split() for line in handle if line.startswith("flags"))
+    except (OSError, StopIteration):
+        pytest.skip("no /proc/cpuinfo flags on this system")
+    hardware.cpu_has_amx.cache_clear()
+    assert hardware.cpu_has_amx() is ("amx_bf16" in flags)

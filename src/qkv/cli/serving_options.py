@@ -23,7 +23,8 @@ def add_precision(parser: argparse.ArgumentParser, *, bf16_alias: bool = False) 
         choices=PRECISION_CHOICES,
         default=None,
         help="weights of the decode steps: float32 (default: the same outputs as the model's "
-        "forward pass), bfloat16 (half the bytes) or int8 (weight-only, a quarter); the lower "
+        "forward pass), bfloat16 (half the bytes) or int8 (int8 weights by int8 activations, a "
+        "quarter of the bytes); the lower "
         "two are faster and may pick another token where two are nearly tied",
     )
     if bf16_alias:

@@ -31,7 +31,7 @@ from torch import Tensor
 from qkv.attention.core import masked_softmax
 from qkv.attention.kv_cache import KVCache
 from qkv.config_values import ranged
-from qkv.hardware import warn_if_slow_bfloat16
+from qkv.hardware import warn_if_slow_bfloat16_decoding
 from qkv.layers.packed_linear import Precision, activation_dtype, check_precision
 
 
@@ -201,8 +201,8 @@ def generate(
     fast, lean = None, None
     if use_cache and fast_step and hasattr(model, "decode_step"):
         lean = cast(LeanCausalLM, model)  # decode_step comes with decode_weights
-        if precision in ("bfloat16", "int8"):
-            warn_if_slow_bfloat16(device, f"{precision} weights")
+        if precision == "bfloat16":
+            warn_if_slow_bfloat16_decoding(device, b)
         fast = lean.decode_weights(precision or "float32")
     elif precision is not None:
         raise ValueError("precision needs the KV cache and a model with decode_step")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from qkv.decoding import beam_search, greedy_search
-from qkv.layers.packed_linear import INT8_KERNEL_ROWS, linear, pack, quantize_int8
+from qkv.layers.packed_linear import linear, pack, quantize_int8
 from qkv.models.transformer.decode import (
     LeanTranslationDecoder,
     TranslationDecodeWeights,
@@ -226,16 +226,22 @@ def test_int8_quantisation_is_per_channel_and_within_half_a_step():
     assert torch.all(error <= scales[:, None] / 2 + 1e-7)
 
 
-@pytest.mark.parametrize("rows", [1, INT8_KERNEL_ROWS - 1, INT8_KERNEL_ROWS, 33])
-def test_int8_products_equal_the_dequantised_weight_in_float64(rows):
-    """Both int8 kernels (few rows: torch._weight_int8pack_mm; more: widened to bfloat16)
-    against the dequantised weight times the bfloat16 input, in float64."""
+@pytest.mark.parametrize("rows", [1, 15, 33, 128])
+def test_int8_products_are_within_the_activation_rounding_of_float64(rows):
+    """int8 by int8 (dynamic quantisation of the input): against the dequantised weight times
+    the float input in float64, each output is off by at most half an activation step per unit
+    of weight, ``(s_x / 2) * sum_k |W_jk|``, with ``s_x`` the input's range over 127 levels (the
+    7-bit range FBGEMM uses). A wrong weight scale, channel or zero point breaks the bound."""
     generator = torch.Generator().manual_seed(rows)
     weight, bias = torch.randn(24, 16, generator=generator), torch.randn(24, generator=generator)
     packed = pack(weight, bias, "int8")
-    x = torch.randn(rows, 16, generator=generator).to(torch.bfloat16)
-    dequantised = packed.weight.double() * packed.scales.double()[:, None]
-    expected = x.double() @ dequantised.T + packed.bias.double()
+    assert packed.weight.dtype == torch.int8 and packed.quantized is not None
+    x = torch.randn(rows, 16, generator=generator) * 3
+    dequantised = packed.weight.double() * packed.scales.double()[:, None]  # (24, 16)
+    expected = x.double() @ dequantised.T + bias.double()
     out = linear(x, packed)
-    assert out.dtype == torch.bfloat16 and out.shape == (rows, 24)
-    torch.testing.assert_close(out.double(), expected, atol=0.05, rtol=0.02)
+    assert out.dtype == torch.float32 and out.shape == (rows, 24)
+    step = (float(x.max().clamp(min=0)) - float(x.min().clamp(max=0))) / 127
+    bound = step / 2 * dequantised.abs().sum(dim=1) + 1e-4  # (24,)
+    assert torch.all((out.double() - expected).abs() <= bound)
+    assert float((out.double() - expected).abs().max()) > 0  # the input was quantised

@@ -8,7 +8,7 @@ attention layer. This step computes the same function in inference mode with
 
 - one fused query/key/value projection per layer (one matrix product instead of three);
 - every weight packed for the fastest kernel of its precision
-  (:mod:`qkv.layers.packed_linear`: float32, bfloat16 or int8 weight-only);
+  (:mod:`qkv.layers.packed_linear`: float32, bfloat16, or int8 weights by int8 activations);
 - direct calls of ``layer_norm``, ``scaled_dot_product_attention`` and ``addmm``.
 
 The prepared weights are copies taken when :class:`DecodeWeights` is built;
