@@ -33,19 +33,16 @@ def best_of(call: Callable[[], object], reps: int) -> tuple[float, object]:
     return best, outputs
 
 
-def translation_batches(spec: dict):
-    """The test sources, qkv's batches of them (sorted by length, 32 each) and each batch's
-    length limit: the same batches and limits for every engine."""
+def sources_of(spec: dict) -> list[str]:
+    """The model's test sources (the first ``limit``); qkv batches them itself, and the parent
+    gives CTranslate2 the same batches."""
     from qkv.data import load_corpus
-    from qkv.tasks.translation.runner import Translator
+    from qkv.tasks.run_dir import load_model_run_config
 
-    base = Translator.load(spec["model"])
-    pairs = load_corpus(base.data.corpus, **base.data.options).test[: spec.get("limit")]
-    sources = [s for s, _ in pairs]
-    encoded = [base.source_tokenizer.encode(s) for s in sources]
-    order = sorted(range(len(sources)), key=lambda i: len(encoded[i]) + 1)
-    batches = [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
-    return base, sources, encoded, batches
+    run = load_model_run_config(spec["model"])
+    return [
+        s for s, _ in load_corpus(run.data.corpus, **run.data.options).test[: spec.get("limit")]
+    ]
 
 
 def run_qkv(spec: dict) -> tuple[float, object]:
@@ -55,7 +52,7 @@ def run_qkv(spec: dict) -> tuple[float, object]:
     from qkv.tasks.translation.runner import Translator
 
     torch.set_num_threads(spec["threads"])
-    _, sources, _, _ = translation_batches(spec)
+    sources = sources_of(spec)
     runner = Translator.load(spec["model"], precision=spec["precision"])
     if spec.get("patience"):
         runner.decode = replace(runner.decode, patience=spec["patience"])
@@ -101,7 +98,7 @@ def run_ct2(spec: dict) -> tuple[float, object]:
 def run_wrapped(spec: dict) -> tuple[float, object]:
     from qkv.ctranslate2.engine import CTranslate2Translator
 
-    _, sources, _, _ = translation_batches(spec)
+    sources = sources_of(spec)
     wrapped = CTranslate2Translator.load(spec["exported"], compute_type="float32",
                                          threads=spec["intra"])  # fmt: skip
     return best_of(lambda: wrapped.translate(sources, beam_size=spec["beam"], batch_size=BATCH),

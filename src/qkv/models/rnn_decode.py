@@ -78,6 +78,13 @@ def _linear(module: nn.Linear | Maxout) -> tuple[Tensor, Tensor | None]:
     return linear.weight.detach(), None if linear.bias is None else linear.bias.detach()
 
 
+# What a step's feature function returns: features (R, Ds), each layer's h (and c), the next
+# feed (Luong) and the attention weights (G, K, S), or None for those a decoder has not.
+_Features = tuple[
+    Tensor, tuple[Tensor, ...], tuple[Tensor, ...] | None, Tensor | None, Tensor | None
+]
+
+
 class RNNDecodeWeights:
     """Fused copies of a :class:`Seq2SeqRNN` decoder's weights (float32, the model's device)."""
 
@@ -102,11 +109,7 @@ class RNNDecodeWeights:
             self.readout, self.pool = _linear(decoder.readout), decoder.readout.pool
         if isinstance(decoder, LuongDecoder):
             self.combine = decoder.combine.weight.detach()
-        if isinstance(decoder, FixedContextDecoder):
-            self.kind = "none"
-        elif isinstance(decoder, (BahdanauDecoder, LuongDecoder)):
-            self.kind = "bahdanau" if isinstance(decoder, BahdanauDecoder) else "luong"
-        else:
+        if not isinstance(decoder, (FixedContextDecoder, BahdanauDecoder, LuongDecoder)):
             raise TypeError(f"no lean decode step for a {type(decoder).__name__}")
         self.score = decoder.score
         if self.score is not None and not isinstance(self.score, (Additive, Dot, General)):
@@ -165,6 +168,10 @@ class LeanRNNDecoder:
         self.model = model
         self.weights = weights or RNNDecodeWeights(model)
         self.need_attention = need_attention
+        # How a step turns the input into features, from the weights the decoder has: W_c
+        # (Luong: update, then attend, input feeding) or a maxout readout (Bahdanau, or the
+        # fixed context when there is no score).
+        self._features = self._fed_features if self.weights.combine is not None else self._read
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
         """The module's encoder, once per batch."""
@@ -196,28 +203,37 @@ class LeanRNNDecoder:
         if tokens.shape != (rows,):
             raise ValueError(f"tokens must be (R={rows},), got shape {tuple(tokens.shape)}")
         emb = w.embedding[tokens]  # (R, E)
-        weights, feed = None, None
-        if w.kind == "luong":
-            assert state.feed is not None and w.combine is not None  # a Luong decoder's
-            hidden, cell = self._cells(torch.cat([emb, state.feed], dim=1), state)
-            context, weights = self._attend(hidden[-1], state)  # h_t scores the source
-            features = torch.tanh(F.linear(torch.cat([context, hidden[-1]], dim=1), w.combine))
-            feed = features  # (R, Ds): h~_t
-        else:
-            if w.kind == "bahdanau":
-                context, weights = self._attend(state.hidden[-1], state)  # s_{t-1} scores
-            else:
-                assert state.context is not None  # set by init_state
-                g, d = state.context.shape
-                context = state.context[:, None].expand(g, state.group, d).reshape(rows, d)
-            hidden, cell = self._cells(torch.cat([emb, context], dim=1), state)
-            features = self._maxout(torch.cat([hidden[-1], context, emb], dim=1))  # (R, Ds)
+        features, hidden, cell, feed, weights = self._features(emb, state)
         logits = F.linear(features, *w.generator)  # (R, V)
         attention = (
             weights.reshape(rows, -1) if state.need_attention and weights is not None else None
         )
         new = replace(state, hidden=hidden, cell=cell, feed=feed)
         return StepOutput(logits.log_softmax(dim=-1), new, attention)
+
+    def _fed_features(self, emb: Tensor, state: LeanRNNState) -> _Features:
+        """Luong: ``h_t`` from ``[E y; h~_{t-1}]``, then ``h_t`` scores the source and
+        ``h~_t = tanh(W_c [c_t; h_t])`` is both the features and the next step's feed."""
+        w = self.weights
+        assert state.feed is not None and w.combine is not None  # a Luong decoder's
+        hidden, cell = self._cells(torch.cat([emb, state.feed], dim=1), state)
+        context, weights = self._attend(hidden[-1], state)  # h_t scores the source
+        features = torch.tanh(F.linear(torch.cat([context, hidden[-1]], dim=1), w.combine))
+        return features, hidden, cell, features, weights  # (R, Ds): h~_t
+
+    def _read(self, emb: Tensor, state: LeanRNNState) -> _Features:
+        """Bahdanau (``s_{t-1}`` scores the source) or the fixed context (no score): ``s_t``
+        from ``[E y; c_t]``, then the maxout readout of ``[s_t; c_t; E y]``."""
+        weights = None
+        if self.weights.score is not None:
+            context, weights = self._attend(state.hidden[-1], state)  # s_{t-1} scores
+        else:
+            assert state.context is not None  # set by init_state
+            g, d = state.context.shape
+            context = state.context[:, None].expand(g, state.group, d).reshape(-1, d)
+        hidden, cell = self._cells(torch.cat([emb, context], dim=1), state)
+        features = self._maxout(torch.cat([hidden[-1], context, emb], dim=1))  # (R, Ds)
+        return features, hidden, cell, None, weights
 
     def _cells(
         self, x: Tensor, state: LeanRNNState
