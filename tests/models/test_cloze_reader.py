@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from qkv.models.cloze_reader import PRESETS, READERS, ClozeReader, ClozeReaderConfig
+from qkv.models.cloze_reader import PRESETS, READERS, ClozeReader, ClozeReaderConfig, in_question
 from qkv.models.registry import FAMILIES, build_config, build_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -333,3 +333,71 @@ def test_each_reader_fits_a_few_examples(reader):
     with torch.no_grad():
         predicted = model.eval()(**inputs).log_probs.argmax(-1)
     assert predicted.tolist() == answers.tolist(), loss.item()
+
+
+def test_an_untied_stanford_reader_matches_its_own_output_embedding_by_hand():
+    model = tiny("stanford", tie_output=False)
+    inputs = batch()
+    with torch.no_grad():
+        model.answer_embed.weight.normal_()  # nothing like the input embedding
+        out = model(**inputs)
+        y, u = encoded(model, inputs)
+        alpha = hand_softmax(torch.einsum("bd,de,bse->bs", u, model.score.weight, y),
+                             inputs["passage_keep"])  # fmt: skip
+        o = torch.einsum("bs,bsd->bd", alpha, y)
+        scores = torch.einsum("bce,ed,bd->bc", model.answer_embed(inputs["candidates"]),
+                              model.output_proj.weight, o)  # fmt: skip
+        expected = F.log_softmax(scores.masked_fill(~inputs["candidate_keep"], float("-inf")), -1)
+        tied = candidate_log_probs(model, o, inputs)
+    keep = inputs["candidate_keep"]
+    torch.testing.assert_close(out.log_probs[keep], expected[keep])
+    assert not torch.allclose(out.log_probs[keep], tied[keep])  # not the input embedding's
+
+
+def test_the_question_feature_marks_the_passage_words_of_the_question_by_hand():
+    passage = torch.tensor([[5, 7, 9, 7, 0], [3, 4, 4, 6, 8]])  # (B, S)
+    question = torch.tensor([[7, 2, 0], [8, 9, 6]])  # (B, Q); row 0's 0 is padding
+    question_keep = torch.tensor([[True, True, False], [True, True, True]])
+    seen = in_question(passage, question, question_keep).squeeze(-1)
+    # row 0: only 7 occurs in its question (the pad id 0 is not a question word)
+    assert seen.tolist() == [[0, 1, 0, 1, 0], [0, 0, 0, 1, 1]]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_the_question_feature_is_an_input_the_passage_encoder_reads(reader):
+    """The feature column is what the passage encoder gets beside the embedding: zeroing the
+    encoder's weights for it gives the reader without the feature, and the column is exactly the
+    in-question indicator."""
+    inputs = batch()
+    inputs["question"][0, :2] = inputs["passage"][0, 4:6]  # two passage words in the question
+    with_feature = tiny(reader, question_feature=True)
+    e = with_feature.config.embed_dim
+    plain = tiny(reader)
+    plain_state = plain.state_dict()
+    for name, value in with_feature.state_dict().items():
+        if value.shape == plain_state[name].shape:
+            value.copy_(plain_state[name])
+        else:  # the passage encoder's input weights: one more column, the feature's
+            assert value.shape[1] == e + 1 and "passage_rnn" in name, name
+            value[:, :e].copy_(plain_state[name])
+            value[:, e:].zero_()
+    with torch.no_grad():
+        torch.testing.assert_close(with_feature(**inputs).log_probs, plain(**inputs).log_probs)
+        for value in with_feature.parameters():
+            if value.dim() == 2 and value.shape[1] == e + 1:
+                value[:, e:].fill_(1.0)
+        changed = with_feature(**inputs).log_probs
+    assert not torch.allclose(changed, plain(**inputs).log_probs)
+    flags = in_question(inputs["passage"], inputs["question"], inputs["question_keep"])
+    assert flags[0, 4:6].eq(1).all()
+
+
+def test_an_untied_output_is_refused_for_the_pointer_reader():
+    with pytest.raises(ValueError, match=r"tie_output=False .* as_reader reader points"):
+        ClozeReaderConfig(V, "as_reader", tie_output=False)
+
+
+@pytest.mark.parametrize("name", ["tie_output", "question_feature"])
+def test_the_switches_must_be_booleans(name):
+    with pytest.raises(ValueError, match=f"{name} must be true or false, got 'yes'"):
+        ClozeReaderConfig(V, "stanford", **{name: "yes"})

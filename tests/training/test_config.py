@@ -78,3 +78,29 @@ def test_the_budget_clock_continues_a_resumed_run_and_fires_each_mark_once(monke
     assert budget.marks_passed(30.0) == [0.5] and budget.marks_passed(30.0) == []
     assert not budget.expired(59.9) and budget.expired(60.0)
     assert budget.marks_passed(60.0) == [1.0] and budget.pending == []
+
+
+def test_sgd_takes_a_plain_gradient_step_and_adamw_stays_the_default():
+    import torch
+
+    from qkv.training.optimiser import optimiser_and_schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    before = [p.detach().clone() for p in model.parameters()]
+    config = TrainConfig(optimizer="sgd", lr=0.1, schedule="constant", warmup_steps=0,
+                         weight_decay=0.0)  # fmt: skip
+    optimiser, _ = optimiser_and_schedule(model, config)
+    assert type(optimiser) is torch.optim.SGD
+    model(x).square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    optimiser.step()
+    for old, grad, new in zip(before, grads, model.parameters(), strict=True):
+        torch.testing.assert_close(new.detach(), old - 0.1 * grad)  # no momentum
+    assert type(optimiser_and_schedule(model, TrainConfig())[0]) is torch.optim.AdamW
+
+
+def test_an_unknown_optimizer_is_named():
+    with pytest.raises(ValueError, match=r"train\.optimizer must be one of adamw, sgd, got 'adam'"):
+        TrainConfig(optimizer="adam")

@@ -1,7 +1,8 @@
 """Cloze readers: pick the word that fills the blank of a question from a passage's candidates.
 
     passage (B, S), question (B, Q) with its blank (XXXXX), candidates (B, C): word ids
-        |  one shared embedding E (padding_idx = pad_id)
+        |  one shared embedding E (padding_idx = pad_id); with question_feature, each passage
+        |  word's embedding gets one more input: 1 if the word occurs in the question, else 0
     passage BiGRU -> y_t (B, S, 2H)          question BiGRU -> u = [y->_|q|; y<-_1] (B, 2H)
         |
     reader:
@@ -9,6 +10,7 @@
       attentive     s = softmax_t(w^T tanh(W_ym y_t + W_um u)), r = Σ s_t y_t,
                     g = tanh(W_rg r + W_ug u)                             score(c) = (U g) . E(c)
       stanford      α = softmax_i(u^T W_s y_i), o = Σ α_i y_i             score(c) = (W_a o) . E(c)
+    (E(c): the input embedding, or with tie_output=False an output embedding of its own)
       as_reader     s = softmax_i(y_i . u)                   P(c) ∝ Σ_{i: passage_i = c} s_i
         |
     log_probs (B, C) over the candidates, attention (B, S)
@@ -18,12 +20,15 @@
   baseline drops the attention and reads the passage's final states instead of ``r``);
 * ``stanford``: Chen, Bolton, Manning 2016, "A Thorough Examination of the CNN/Daily Mail Reading
   Comprehension Task", sec. 3.2, eq. (1)-(3): bilinear attention, and the candidate scored by
-  ``W_a o`` against its embedding (the paper's output matrix tied to the input embedding here);
+  ``W_a o`` against its embedding (by default the input embedding; ``tie_output=False`` gives
+  the candidates an output matrix of their own, as the paper's ``W_a`` is);
 * ``as_reader``: Kadlec, Schmid, Bajgar, Kleindienst 2016, "Text Understanding with the
   Attention Sum Reader Network", eq. (1)-(4): dot-product attention whose weights *are* the
   answer, summed over each candidate's occurrences (:mod:`qkv.attention.pointer`). The sum is
   normalised over the candidates (the ``∝`` of eq. (3)), so the log-probabilities of every
   reader sum to one over the kept candidates; the candidates of one example should differ.
+* ``question_feature``: the "word occurs in the question" input of Dhingra et al. 2017 (the
+  Gated-Attention Reader's ``qe-comm`` feature), for every reader.
 
 All attention goes through :func:`qkv.attention.attend`, with the score object of each paper
 (:class:`~qkv.attention.scores.Additive`, :class:`~qkv.attention.scores.General`,
@@ -90,6 +95,11 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
         attention_dim: the additive score's hidden width (``attentive`` only).
         dropout: on the word embeddings of passage and question (training only).
         pad_id: the padding id (its embedding is zero and gets no gradient).
+        tie_output: the candidates are matched against the input embedding (``True``) or an
+            output embedding of their own (``False``); readers that match (all but
+            ``as_reader``, which refuses ``False``).
+        question_feature: each passage word's input also says whether the word occurs in the
+            question.
     """
 
     vocab_size: int
@@ -100,6 +110,8 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
     dropout: float = 0.1
     pad_id: int = ranged(0, "[0, vocab_size)")
     rnn: str = "gru"
+    tie_output: bool = True
+    question_feature: bool = False
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("vocab_size", "embed_dim", "hidden_dim", "attention_dim"))
@@ -107,18 +119,31 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
         check_choice("rnn", self.rnn, RNNS)
         check_fractions(self, ("dropout",))
         _check_pad_id(self.pad_id, self.vocab_size)
+        for name in ("tie_output", "question_feature"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if not self.tie_output and PARTS[self.reader].pointer:
+            raise ValueError(
+                f"tie_output=False gives the candidates an output embedding, but the {self.reader} "
+                "reader points at the passage and matches no embedding: remove tie_output"
+            )
         e, h, d = self.embed_dim, self.hidden_dim, 2 * self.hidden_dim
-        # passage and question, two directions each
-        encoders = 2 * 2 * recurrent_layers(1, e, h, gates=RNNS[self.rnn])
+        f = int(self.question_feature)
+        # passage (with the question feature) and question, two directions each
+        encoders = 2 * (
+            recurrent_layers(1, e + f, h, gates=RNNS[self.rnn])
+            + recurrent_layers(1, e, h, gates=RNNS[self.rnn])
+        )
         head = {
             "no_attention": 2 * d * d + d * e,  # W, U
             "attentive": 2 * d * self.attention_dim + 2 * d * d + d * e,  # W_ym, W_um; W_rg...
             "stanford": d * d + d * e,  # W_s, W_a
             "as_reader": 0,
         }[self.reader]
+        output = 0 if self.tie_output else self.vocab_size * e
         check_parameters(
             self,
-            self.vocab_size * e + encoders + head,
+            self.vocab_size * e + output + encoders + head,
             ("vocab_size", "embed_dim", "hidden_dim", "attention_dim"),
         )
 
@@ -143,7 +168,7 @@ class ClozeReader(nn.Module):
         e, d = c.embed_dim, 2 * c.hidden_dim
         self.embed = nn.Embedding(c.vocab_size, e, padding_idx=c.pad_id)
         self.dropout = nn.Dropout(c.dropout)
-        self.passage_rnn = BiRNN(c.rnn, e, c.hidden_dim)
+        self.passage_rnn = BiRNN(c.rnn, e + int(c.question_feature), c.hidden_dim)
         self.question_rnn = BiRNN(c.rnn, e, c.hidden_dim)
         parts = self.parts = PARTS[c.reader]
         self.score = None if parts.score is None else parts.score(d, c.attention_dim)
@@ -151,6 +176,8 @@ class ClozeReader(nn.Module):
         self.combine = nn.Linear(2 * d, d) if parts.combine else None
         # U, or W_a for the Stanford reader
         self.output_proj = None if parts.pointer else nn.Linear(d, e, bias=False)
+        # the candidates' output embedding, when not the input's
+        self.answer_embed = None if c.tie_output else nn.Embedding(c.vocab_size, e, c.pad_id)
 
     def encode(
         self, passage: Tensor, passage_keep: Tensor, question: Tensor, question_keep: Tensor
@@ -168,6 +195,9 @@ class ClozeReader(nn.Module):
         self._check_ids(question, "question")
         p = self.dropout(self.embed(passage))  # (B, S, E)
         q = self.dropout(self.embed(question))  # (B, Q, E)
+        if self.config.question_feature:
+            seen = in_question(passage, question, question_keep).to(p.dtype)  # (B, S, 1)
+            p = torch.cat([p, seen], -1)  # (B, S, E + 1)
         return (
             self.passage_rnn(p, passage_lengths),
             self.question_rnn(q, question_lengths),
@@ -211,7 +241,8 @@ class ClozeReader(nn.Module):
         """``log softmax_c((U g) . E(c))`` over the kept candidates: ``(B, C)``."""
         assert self.output_proj is not None  # only pointer readers lack it; they never match
         target = self.output_proj(g)  # (B, E)
-        energies = self.embed(candidates) @ target.unsqueeze(-1)  # (B, C, 1)
+        embed = self.embed if self.answer_embed is None else self.answer_embed
+        energies = embed(candidates) @ target.unsqueeze(-1)  # (B, C, 1)
         energies = energies.squeeze(-1)  # (B, C)
         return masked_log_softmax(energies, candidate_keep)
 
@@ -233,6 +264,13 @@ class ClozeReader(nn.Module):
         empty = (~keep.any(dim=-1)).nonzero().flatten().tolist()
         if empty:
             raise ValueError(f"no candidate in batch row(s) {empty}")
+
+
+def in_question(passage: Tensor, question: Tensor, question_keep: Tensor) -> Tensor:
+    """``(B, S, 1)``: 1.0 where the passage word's id is one of its question's real words, else
+    0.0 (equal ids are equal words: unknown words have per-example slots)."""
+    same = passage[:, :, None] == question[:, None, :]  # (B, S, Q)
+    return (same & question_keep[:, None, :]).any(-1, keepdim=True).float()  # (B, S, 1)
 
 
 def _attention_sum(mass: Tensor, keep: Tensor) -> Tensor:

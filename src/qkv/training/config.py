@@ -21,6 +21,9 @@ from qkv.training.schedules import SCHEDULES
 # that other jobs on the machine cannot eat into; with one thread it equals single-core time).
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# adamw (with train.adam_betas) or plain sgd (no momentum: the reading-comprehension papers'
+# recipe, e.g. Chen et al. 2016's SGD at lr 0.1 with gradients clipped at norm 10).
+OPTIMISERS = ("adamw", "sgd")
 
 # Settings of the ``train:`` section that the task reads, not the engine (see TrainConfig).
 TASK_SETTINGS = ("batch_tokens", "label_smoothing")
@@ -50,6 +53,7 @@ class TrainConfig:
     # fp32; bf16 (autocast, CPU or CUDA); fp16 (autocast + scaler, CUDA).
     precision: str = choice("fp32", PRECISIONS)
     compile: bool = False  # torch.compile the model for the training steps
+    optimizer: str = choice("adamw", OPTIMISERS)
     lr: float = ranged(7e-4, "> 0")
     # The parameters outside the model's `encoder` (a tagger's or classifier's head: its output
     # layer, casing embedding, CRF) learn at head_lr; null: at lr. A pretrained encoder is
@@ -117,6 +121,10 @@ class TrainConfig:
             self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")
         ):
             raise ValueError(f"train.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if self.optimizer not in OPTIMISERS:
+            raise ValueError(
+                f"train.optimizer must be one of {', '.join(OPTIMISERS)}, got {self.optimizer!r}"
+            )
         if self.clock not in CLOCKS:
             raise ValueError(f"train.clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
         marks = tuple(float(m) for m in self.snapshot_minutes)

@@ -1,6 +1,6 @@
-"""The optimiser every run uses: AdamW (Loshchilov & Hutter 2019) with weight decay on weight
-matrices only, its learning rate scaled each step by the ``train.schedule`` multiplier
-(:mod:`qkv.training.schedules`)."""
+"""The optimiser of a run: AdamW (Loshchilov & Hutter 2019; the default) or plain SGD
+(``train.optimizer``), with weight decay on weight matrices only, its learning rate scaled each
+step by the ``train.schedule`` multiplier (:mod:`qkv.training.schedules`)."""
 
 from __future__ import annotations
 
@@ -59,13 +59,15 @@ def parameter_groups(
 
 def optimiser_and_schedule(
     model: nn.Module, config: TrainConfig
-) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW over ``model``'s parameters (tied ones once) and its learning-rate schedule."""
-    optimiser = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay, config.head_lr),
-        lr=config.lr,
-        betas=config.adam_betas,
-    )
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """``train.optimizer`` (AdamW or SGD without momentum) over ``model``'s parameters (tied
+    ones once) and its learning-rate schedule."""
+    groups = parameter_groups(model, config.weight_decay, config.head_lr)
+    optimiser: torch.optim.Optimizer
+    if config.optimizer == "sgd":
+        optimiser = torch.optim.SGD(groups, lr=config.lr)
+    else:
+        optimiser = torch.optim.AdamW(groups, lr=config.lr, betas=config.adam_betas)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser,
         lr_multiplier(config.schedule, warmup=config.warmup_steps, total=config.max_steps),
