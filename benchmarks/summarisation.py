@@ -9,6 +9,13 @@ the same model reading no context.
   baselines of the data card (the body's first sentence; the function's name split into words).
   The test split is decoded twice: as configured (beam 4, trigram block, at least 3 words) and
   with the trigram block off, which is where repetition (and so coverage) can show.
+- the same, with See et al.'s one attention (``model.copy_attention=decoder``: the decoder's
+  attention is the copy distribution, and coverage enters its score), trained as See et al. did:
+  the pointer without coverage for a step budget (``--text-steps``, ``--code-steps``: by default
+  the steps the own-attention pointer ran, so they compare at equal steps), then a final phase of
+  ``--phase-steps`` steps (default 100) from its best weights (``train.init_from``) with coverage
+  (weight 1), and the control: the same phase without coverage (so the difference is coverage,
+  not extra steps).
 - plays-dialogue (configs/dialogue/plays-rnn.yaml), 15 CPU-minutes each: the reply given the
   previous turn, and the same encoder-decoder, vocabulary and replies with the source left empty
   (``data.options.replies_only=true``): a language model of the replies alone whose perplexity
@@ -23,6 +30,9 @@ it took is recorded; runs train two at a time.
     python benchmarks/summarisation.py                    # train, score, report
     python benchmarks/summarisation.py --only text-plain  # redo one run
     python benchmarks/summarisation.py --report-only      # rewrite the report from the JSON
+    python benchmarks/summarisation.py --only text-shared text-shared-coverage text-shared-more \
+        --text-steps 4 --phase-steps 2 --out /tmp/smoke --no-extras \
+        --extra-set model.hidden_dim=16 model.embed_dim=8 data.valid_examples=4  # a smoke run
 """
 
 from __future__ import annotations
@@ -53,12 +63,28 @@ VARIANTS = {  # variant: (what the report calls it, its settings)
     "pointer": ("pointer-generator", ()),
     "coverage": ("pointer-generator + coverage", ("model.coverage=true",)),
 }
-# Run: (config, settings, CPU-minute budget, what it is).
-GROUPS: dict[str, tuple[str, tuple[str, ...], int, str]] = {
+# The one-attention pointer (See et al.): variant: (what the report calls it, its settings); its
+# budget is in steps (main's options), the phases' weights come from the -shared run.
+SHARED = "model.copy_attention=decoder"
+SHARED_VARIANTS = {
+    "shared": ("pointer-generator, one attention", (SHARED,)),
+    "shared-coverage": ("  then coverage (final phase)", (SHARED, "model.coverage=true",
+                                                          "train.coverage_weight=1.0")),
+    "shared-more": ("  then the same steps, no coverage", (SHARED,)),
+}  # fmt: skip
+SHARED_STEPS = {"text": 1726, "code": 1575}  # the steps of the recorded own-attention pointers
+PHASES = tuple(v for v in SHARED_VARIANTS if v != "shared")  # resumed from {kind}-shared
+# Run: (config, settings, CPU-minute budget (None: a step budget), what it is).
+GROUPS: dict[str, tuple[str, tuple[str, ...], int | None, str]] = {
     **{
         f"{kind}-{variant}": (SUMMARY_CONFIG, (f"data.options.kind={kind}", *sets), 30, what)
         for kind in ("text", "code")
         for variant, (what, sets) in VARIANTS.items()
+    },
+    **{
+        f"{kind}-{variant}": (SUMMARY_CONFIG, (f"data.options.kind={kind}", *sets), None, what)
+        for kind in ("text", "code")
+        for variant, (what, sets) in SHARED_VARIANTS.items()
     },
     "dialogue-context": (DIALOGUE_CONFIG, (), 15, "reply given the previous turn"),
     "dialogue-alone": (DIALOGUE_CONFIG, ("data.options.replies_only=true",), 15,
@@ -68,19 +94,37 @@ SUMMARY_SCORES = ("rouge1", "rouge2", "rougeL", "bleu", "repeated_trigrams", "me
                   "copied_share", "unk_share", "perplexity")  # fmt: skip
 
 
-def train_and_score(group: str) -> dict[str, object]:
-    """Train one run on one thread, score its test split as configured (``qkv evaluate``) and,
-    for a summariser, without the trigram block; its record."""
+def budget(group: str, steps: dict[str, int], phase: int) -> list[str]:
+    """The settings that bound ``group``'s training: its CPU minutes, or for the one-attention
+    pointer its steps (and for a final phase, the run it starts from; it evaluates at its end)."""
+    minutes = GROUPS[group][2]
+    if minutes is not None:
+        return [f"train.max_minutes={minutes}"]
+    kind, variant = group.split("-", 1)
+    if variant == "shared":
+        return ["train.max_minutes=null", f"train.max_steps={steps[kind]}"]
+    return ["train.max_minutes=null", f"train.max_steps={phase}", f"train.eval_every={phase}",
+            f"train.init_from={RUNS / f'{kind}-shared'}"]  # fmt: skip
+
+
+def train_and_score(group: str, limits: list[str], extra: list[str]) -> dict[str, object]:
+    """Train one run on one thread (``limits``: :func:`budget`; ``extra``: more settings),
+    score its test split as configured (``qkv evaluate``) and, for a summariser, without the
+    trigram block; its record."""
     config, own, minutes, what = GROUPS[group]
     out = RUNS / group
-    sets = [*own, "train.clock=cpu", f"train.max_minutes={minutes}", f"out_dir={out}"]
+    sets = [*own, *extra, "train.clock=cpu", *limits, f"out_dir={out}"]
     log(f"training {group}")
     cpu = train_and_evaluate(ROOT / config, sets, out, RUNS / f"{group}.log")
     record: dict[str, object] = {
         "group": group,
         "what": what,
         "config": config,
-        "overrides": [s for s in sets if s.startswith(("data.", "model."))],
+        "overrides": [
+            s
+            for s in sets
+            if s.startswith(("data.", "model.", "train.init_from", "train.max_steps"))
+        ],
         "budget_cpu_minutes": minutes,
         "cpu_minutes": cpu / 60,
         "steps": int(metrics_rows(out)[-1]["step"]),
@@ -270,7 +314,7 @@ def _summary_rows(results: dict, kind: str, base: dict) -> list[list[str]]:
         rows.append([f"baseline: {what}", "", "", _f(b["rouge1"]), _f(b["rouge2"]),
                      f"**{_f(b['rougeL'])}**", "", f"{b['repeated_trigrams']:.1%}", "", "",
                      _f(b["mean_length"], 1), "", ""])  # fmt: skip
-    for variant in VARIANTS:
+    for variant in (*VARIANTS, *SHARED_VARIANTS):
         record = results.get(f"{kind}-{variant}")
         if record is None:
             continue
@@ -367,7 +411,7 @@ def write_report(results: dict, machine: str) -> None:
 
 
 def _repetition() -> dict[str, dict[str, float]]:
-    groups = [g for g in GROUPS if g.endswith(("-pointer", "-coverage"))]
+    groups = [g for g in GROUPS if g.endswith(("-pointer", "-coverage", "-shared", "-more"))]
     return {g: _in_subprocess("--score-repetition", RUNS / g) for g in groups
             if (RUNS / g / "results.json").is_file()}  # fmt: skip
 
@@ -394,7 +438,21 @@ def main() -> None:
     parser.add_argument(
         "--repetition", action="store_true", help="only measure where repetition comes from"
     )
+    for kind, steps in SHARED_STEPS.items():
+        parser.add_argument(f"--{kind}-steps", type=int, default=steps,
+                            help=f"steps of {kind}-shared (the one-attention pointer)")  # fmt: skip
+    parser.add_argument("--phase-steps", type=int, default=100,
+                        help="steps of the final phases (with and without coverage)")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="runs, JSON and report here (a smoke run)")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="skip the baselines and ACLSum (a smoke run)")  # fmt: skip
+    parser.add_argument("--extra-set", nargs="*", default=[], help="more --set for every run")
     args = parser.parse_args()
+    if args.out is not None:
+        global RUNS, RESULTS, REPORT
+        RUNS, RESULTS, REPORT = args.out / "runs", args.out / "results.json", args.out / "report.md"
+    if min(args.text_steps, args.code_steps, args.phase_steps) < 1:
+        parser.error("--text-steps, --code-steps and --phase-steps must be >= 1")
     children = {"score_unblocked": score_unblocked, "score_aclsum": score_aclsum,
                 "score_repetition": repetition_sources}  # fmt: skip
     for flag, score in children.items():
@@ -410,15 +468,23 @@ def main() -> None:
         parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(GROUPS)}")
     results = _recorded()
     if not args.report_only:
-        results = _save("baselines", baselines())
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {g: pool.submit(train_and_score, g) for g in (args.only or list(GROUPS))}
-            for name, future in futures.items():
-                results = _save(name, future.result())
-        transfer = {g: _in_subprocess("--score-aclsum", RUNS / g)
-                    for g in ("text-plain", "text-pointer", "text-coverage")
-                    if (RUNS / g / "results.json").is_file()}  # fmt: skip
-        results = _save("aclsum", transfer)
+        if not args.no_extras:
+            results = _save("baselines", baselines())
+        steps = {"text": args.text_steps, "code": args.code_steps}
+        chosen = args.only or list(GROUPS)
+        # Two stages: a final phase starts from its -shared run's best weights.
+        for stage in ([g for g in chosen if not g.endswith(PHASES)],
+                      [g for g in chosen if g.endswith(PHASES)]):  # fmt: skip
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                futures = {g: pool.submit(train_and_score, g, budget(g, steps, args.phase_steps),
+                                          args.extra_set) for g in stage}  # fmt: skip
+                for name, future in futures.items():
+                    results = _save(name, future.result())
+        if not args.no_extras:
+            transfer = {g: _in_subprocess("--score-aclsum", RUNS / g)
+                        for g in ("text-plain", "text-pointer", "text-coverage")
+                        if (RUNS / g / "results.json").is_file()}  # fmt: skip
+            results = _save("aclsum", transfer)
         results = _save("repetition", _repetition())
     write_report(results, machine_description())
 

@@ -20,9 +20,15 @@ The extended vocabulary: a source word outside the vocabulary of ``V`` words get
 although it cannot be generated; :class:`CopySource` carries those ids as ``ext``. ``P_vocab``
 is zero beyond ``V``; the copy term is zero for every id no source token of the row holds.
 
-The head has its own attention (both the RNN decoder and the Transformer use it), so coverage
-acts on the attention that copies: in See et al.'s RNN the same attention also feeds the
-vocabulary distribution; here the decoder's attention does that, unchanged.
+Which attention copies: by default the head has its own (``attention=True``; both the RNN
+decoder and the Transformer use it), so coverage acts on the attention that copies while the
+decoder's attention, which makes the context the generator reads, is left as it was. See et
+al.'s RNN shares ONE attention: the decoder's ``a^t`` makes ``h*_t`` for ``P_vocab`` and is also
+the copy distribution, with coverage in that attention's score. A head built with
+``attention=False`` is that: it holds only the gate (``p_gen``), and :meth:`CopyHead.shared`
+takes the decoder's weights and context as ``a^t`` and ``h*_t``; the decoder carries the coverage
+(:class:`~qkv.layers.recurrent_decoders.BahdanauDecoder` with ``coverage=True``) and
+:func:`coverage_losses` computes eq. 12 from its weights.
 
 Probabilities are mixed in log space (``logaddexp`` of the two weighted terms), finite in
 training: a zero probability is the dtype's lowest value there, so gradients never meet
@@ -50,6 +56,7 @@ __all__ = [
     "CopyState",
     "check_extended_ids",
     "copy_encoding",
+    "coverage_losses",
     "extended_log_probs",
     "fed_ids",
     "gold_log_probs",
@@ -62,7 +69,8 @@ class CopySource:
 
     Attributes:
         memory: ``(B, S, Dm)`` encoder states ``h_i``.
-        keys: ``(B, S, A)`` ``W_h h_i + b``, prepared once per batch.
+        keys: ``(B, S, A)`` ``W_h h_i + b``, prepared once per batch; ``None`` for a head that
+            copies with the decoder's attention.
         keep: ``(B, 1, S)`` boolean, ``True`` at real source tokens.
         ext: ``(B, S)`` long: each source token's id in the extended vocabulary.
         extended_size: ``Vx``, the vocabulary size plus the batch's most out-of-vocabulary slots.
@@ -71,7 +79,7 @@ class CopySource:
     """
 
     memory: Tensor
-    keys: Tensor
+    keys: Tensor | None
     keep: Tensor
     ext: Tensor
     extended_size: int
@@ -114,15 +122,23 @@ class CopyHead(nn.Module):
         memory_dim: width of the encoder states ``h_i``.
         input_dim: width of the decoder input ``x_t``.
         attention_dim: hidden width ``A`` of the additive score.
-        coverage: feed the coverage vector to the score (``w_c``) and report the coverage loss.
+        coverage: feed the coverage vector to the score (``w_c``, zero-initialised) and report
+            the coverage loss.
+        attention: the head's own attention (eq. 1); ``False``: the gate alone, for a decoder
+            whose attention copies (:meth:`shared`; its coverage is the decoder's).
     """
 
     def __init__(
         self, query_dim: int, memory_dim: int, input_dim: int, *, attention_dim: int,
-        coverage: bool = False,
+        coverage: bool = False, attention: bool = True,
     ) -> None:  # fmt: skip
         super().__init__()
-        self.score = Additive(query_dim, memory_dim, attention_dim)
+        if coverage and not attention:
+            raise ValueError(
+                "a copy head without its own attention has no coverage: the decoder's "
+                "attention carries it; pass coverage=False to the head"
+            )
+        self.score = Additive(query_dim, memory_dim, attention_dim) if attention else None
         self.coverage_weight = nn.Parameter(torch.zeros(attention_dim)) if coverage else None
         self.gate = nn.Linear(memory_dim + query_dim + input_dim, 1)  # [w_h*; w_s; w_x], b_ptr
 
@@ -144,7 +160,7 @@ class CopyHead(nn.Module):
             raise ValueError("extended source ids must be >= 0")
         extended_size = max(vocab_size, int(ext.max()) + 1 if ext.numel() else 0)
         coverage = memory.new_zeros(batch, length) if self.coverage else None
-        keys = self.score.prepare(memory)  # (B, S, A)
+        keys = None if self.score is None else self.score.prepare(memory)  # (B, S, A)
         return CopySource(memory, keys, keep, ext, extended_size, coverage)
 
     def forward(
@@ -153,6 +169,8 @@ class CopyHead(nn.Module):
         """Copy attention and ``p_gen`` for ``features (B, T, Dq)`` (``s_t``) and ``inputs
         (B, T, E)`` (``x_t``); returns them and ``source`` with its coverage advanced ``T``
         steps (the state a decoder carries to its next step)."""
+        if source.keys is None:
+            raise ValueError("this copy head has no attention of its own: call shared()")
         if self.coverage_weight is None:
             att = self._attend(features, source.keys, source)
             weights, context, losses = att.weights, att.context, None  # (B, T, S), (B, T, Dm)
@@ -174,7 +192,18 @@ class CopyHead(nn.Module):
         gate = self.gate(torch.cat([context, features, inputs], dim=-1)).squeeze(-1)  # (B, T)
         return CopyOutput(weights, gate, losses), source
 
+    def shared(
+        self, weights: Tensor, context: Tensor, features: Tensor, inputs: Tensor,
+        coverage_loss: Tensor | None = None,
+    ) -> CopyOutput:  # fmt: skip
+        """``p_gen`` for a decoder's own attention ``weights (B, T, S)`` (``a^t``, which copies)
+        and its ``context (B, T, Dm)`` (``h*_t``), with ``features (B, T, Dq)`` and ``inputs
+        (B, T, E)`` as in :meth:`forward`; ``coverage_loss (B, T)`` is passed through."""
+        gate = self.gate(torch.cat([context, features, inputs], dim=-1)).squeeze(-1)  # (B, T)
+        return CopyOutput(weights, gate, coverage_loss)
+
     def _attend(self, query: Tensor, keys: Tensor, source: CopySource):
+        assert self.score is not None  # forward() refused a head without attention
         return attend(
             query,
             source.memory,
@@ -185,6 +214,14 @@ class CopyHead(nn.Module):
             need_weights=True,
             prepared_key=keys,
         )
+
+
+def coverage_losses(weights: Tensor) -> Tensor:
+    """See et al.'s coverage loss (eq. 12) at every step of ``weights (B, T, S)``, the
+    attention ``a^t`` of ``T`` consecutive steps from the first: ``(B, T)``
+    ``sum_i min(a_i^t, c_i^t)`` with ``c^t = sum_{t' < t} a^{t'}`` (zero at the first step)."""
+    coverage = F.pad(weights, (0, 0, 1, 0))[:, :-1].cumsum(dim=1)  # (B, T, S): c^t, t' < t
+    return torch.minimum(weights, coverage).sum(dim=-1)
 
 
 def _mixed(vocab_term: Tensor, mass: Tensor, gate: Tensor) -> Tensor:

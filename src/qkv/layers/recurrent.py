@@ -168,6 +168,8 @@ class RecurrentState:
         keep: ``(B, 1, S)`` padding keep-mask.
         context: ``(B, 2He)`` Cho et al.'s fixed context ``c``.
         feed: ``(B, Ds)`` Luong's ``h~_{t-1}`` (input feeding).
+        coverage: ``(B, S)`` the attention summed over past steps (See et al. 2017, eq. 10),
+            for a decoder whose score reads it; ``None`` otherwise.
     """
 
     hidden: Tensor
@@ -177,6 +179,7 @@ class RecurrentState:
     keep: Tensor | None = None
     context: Tensor | None = None
     feed: Tensor | None = None
+    coverage: Tensor | None = None
 
     def index_select(self, index: Tensor) -> RecurrentState:
         """Rows ``index (B',)`` of every tensor (reorder, drop or repeat hypotheses)."""

@@ -4,7 +4,8 @@
 * :class:`FixedContextDecoder`: Cho et al. 2014, section 2.2: one context ``c`` for the whole
   sentence, ``s_t = f(s_{t-1}, y_{t-1}, c)``. The bottleneck baseline.
 * :class:`BahdanauDecoder`: Bahdanau et al. 2015, eq. (4)-(6) and (A.1.2): the previous state
-  scores every source state, ``e_tj = v^T tanh(W s_{t-1} + U h_j)``.
+  scores every source state, ``e_tj = v^T tanh(W s_{t-1} + U h_j)``; with ``coverage=True``
+  also ``+ w_c c_tj`` (See et al. 2017, eq. 11), the attention summed over past steps.
 * :class:`LuongDecoder`: Luong et al. 2015, eq. (5), (7), (8) and section 3.3: the current state
   scores the source, ``h~_t = tanh(W_c [c_t; h_t])``, with input feeding.
 """
@@ -75,9 +76,21 @@ class BahdanauDecoder(RecurrentDecoder):
     ``U h_j`` is computed once per sentence (:meth:`init_state`) and reused at every step. The
     query is the top layer's state.
 
+    With coverage (See et al. 2017, eq. 10-11) the score also reads ``c_tj = sum_{t'<t} a_t'j``,
+    carried in :attr:`RecurrentState.coverage`:
+
+        e_tj = v^T tanh(W s_{t-1} + U h_j + b + w_c c_tj)
+
+    ``w_c`` (:attr:`coverage_weight`, ``(A,)``) starts at zero, so a decoder with coverage
+    computes exactly what the same weights compute without it (a final coverage phase starts
+    from the model it continues). The pointer-generator that copies with this attention
+    (``copy_attention="decoder"``) computes the coverage loss from the weights.
+
     Args:
         score: a score taking queries of width ``Ds`` and keys of width ``2He``; defaults to
             ``Additive(Ds, 2He, Ds)``.
+        coverage: add ``w_c c_tj`` to the score; needs an :class:`Additive` score (the term
+            enters its hidden layer, before the ``tanh``).
     """
 
     def __init__(
@@ -90,17 +103,48 @@ class BahdanauDecoder(RecurrentDecoder):
         dropout: float = 0.0,
         *,
         score: Score | None = None,
+        coverage: bool = False,
     ) -> None:
         super().__init__(cell, embed_dim + memory_dim, memory_dim, hidden_dim, num_layers, dropout)
         self.score = Additive(hidden_dim, memory_dim, hidden_dim) if score is None else score
         self.readout = Maxout(hidden_dim + memory_dim + embed_dim, hidden_dim)
+        self.coverage_weight: nn.Parameter | None = None
+        if coverage:
+            if not isinstance(self.score, Additive):
+                raise ValueError(
+                    "coverage enters an additive score's hidden layer (See et al. 2017, eq. 11); "
+                    f"got a {type(self.score).__name__} score: pass an Additive one"
+                )
+            width = self.score.key_proj.out_features  # A
+            self.coverage_weight = nn.Parameter(torch.zeros(width))  # w_c, zero: no change
+
+    def init_state(self, encoded: EncoderOutput) -> RecurrentState:
+        state = super().init_state(encoded)
+        if self.coverage_weight is None:
+            return state
+        return replace(state, coverage=encoded.memory.new_zeros(encoded.memory.shape[:2]))
+
+    def _attend_covered(
+        self, query: Tensor, state: RecurrentState, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None, RecurrentState]:
+        """:meth:`_attend`, with ``w_c c_tj`` added to the prepared keys and the coverage
+        advanced by this step's weights when the decoder has coverage."""
+        if self.coverage_weight is None:
+            return (*self._attend(query, state, need_weights), state)
+        coverage, keys = state.coverage, state.keys
+        assert coverage is not None and keys is not None  # init_state set them
+        covered = keys + coverage[..., None] * self.coverage_weight  # (B, S, A)
+        context, weights = self._attend(query, replace(state, keys=covered), True)
+        assert weights is not None  # asked for
+        return context, weights, replace(state, coverage=coverage + weights)  # (B, S)
 
     def _update(
         self, emb: Tensor, state: RecurrentState, need_weights: bool
     ) -> tuple[Tensor, Tensor, RecurrentState, Tensor | None]:
         """Attend with ``s_{t-1}``, then ``s_t``: returns ``s_t (B, Ds)``, ``c_t (B, 2He)``,
         the new state and the weights."""
-        context, weights = self._attend(state.hidden[:, -1:], state, need_weights)  # top layer
+        query = state.hidden[:, -1:]  # (B, 1, Ds): the top layer
+        context, weights, state = self._attend_covered(query, state, need_weights)
         out, state = self._run_rnn(torch.cat([emb, context], dim=-1).unsqueeze(1), state)
         return out.squeeze(1), context, state, weights  # (B, 1, Ds) -> (B, Ds)
 

@@ -29,6 +29,13 @@ extended vocabulary), and ``step`` returns log-probabilities over it. ``coverage
 coverage vector to the copy attention's score and reports the coverage loss. Copying needs one
 vocabulary for source and target (a copied word has the same id on both sides).
 
+Which attention copies (``copy_attention``): ``"own"`` (the default) gives the copy head its own
+additive attention, and coverage acts on it only; ``"decoder"`` is See et al.'s single attention:
+the decoder's Bahdanau (or Luong) weights ``a^t`` make the context the generator reads and are
+the copy distribution, coverage enters the Bahdanau score (``w_c``, zero-initialised, in the
+decoder) and the coverage loss is computed on those weights. ``step`` then returns the decoder's
+attention, the one that copies, as every copying model does.
+
 The model implements the step protocol of :mod:`qkv.decoding.protocol`; ``step`` reproduces
 ``forward``'s teacher-forced log-probabilities in eval mode.
 """
@@ -53,8 +60,11 @@ from qkv.config_values import (
 from qkv.layers.copy import (
     CopyEncoding,
     CopyHead,
+    CopyOutput,
+    CopySource,
     CopyState,
     copy_encoding,
+    coverage_losses,
     extended_log_probs,
     fed_ids,
 )
@@ -68,6 +78,7 @@ __all__ = ["Seq2SeqRNN", "Seq2SeqRNNConfig"]
 CELLS = ("gru", "lstm")
 ATTENTIONS = ("none", "bahdanau", "luong")
 LUONG_SCORES = ("dot", "general", "concat")
+COPY_ATTENTIONS = ("own", "decoder")
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,10 @@ class Seq2SeqRNNConfig:
         copy: the pointer-generator's copy head (See et al. 2017); needs
             ``src_vocab_size == tgt_vocab_size`` (one shared vocabulary).
         coverage: coverage in the copy attention and its loss (needs ``copy``).
+        copy_attention: which attention copies: ``"own"``, the copy head's own additive
+            attention (the decoder's feeds the generator, untouched by coverage); ``"decoder"``,
+            See et al.'s one attention: the decoder's ``a^t`` makes the generator's context and
+            is the copy distribution, and coverage enters its score (``attention="bahdanau"``).
         pad_id, bos_id, eos_id, unk_id: special token ids (``<pad>`` 0, ``<s>`` 1, ``</s>`` 2,
             ``<unk>`` 3: what an extended id ``>= V`` is fed back to the decoder as).
     """
@@ -103,6 +118,7 @@ class Seq2SeqRNNConfig:
     teacher_forcing: float = ranged(1.0, "[0, 1]")
     copy: bool = False
     coverage: bool = False
+    copy_attention: str = "own"
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -133,6 +149,8 @@ class Seq2SeqRNNConfig:
         if not _is_real(self.teacher_forcing) or not 0.0 <= self.teacher_forcing <= 1.0:
             raise ValueError(f"teacher_forcing must be in [0, 1], got {self.teacher_forcing!r}")
         check_copy(self.copy, self.coverage, self.src_vocab_size, self.tgt_vocab_size)
+        check_choice("copy_attention", self.copy_attention, COPY_ATTENTIONS)
+        self._check_copy_attention()
         if self.copy and self.teacher_forcing < 1.0:
             raise ValueError(
                 "scheduled sampling (teacher_forcing < 1) is not available with copy=True; "
@@ -147,6 +165,36 @@ class Seq2SeqRNNConfig:
             tables + encoder + decoder,
             ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_dim", "num_layers"),
         )
+
+    def _check_copy_attention(self) -> None:
+        """``copy_attention="decoder"`` copies with the decoder's attention: it needs a copying
+        model with one, and coverage needs the additive (Bahdanau) score, the one whose hidden
+        layer ``w_c c_i`` joins (See et al. 2017, eq. 11). Luong's dot and general scores have no
+        such layer, and its concat score attends from the state after the update; a coverage
+        term there is not See et al.'s model, so it is refused rather than invented."""
+        if self.copy_attention != "decoder":
+            return
+        if not self.copy:
+            raise ValueError(
+                "copy_attention='decoder' chooses the attention that copies; it needs copy=true "
+                "(or leave copy_attention at 'own')"
+            )
+        if self.attention == "none":
+            raise ValueError(
+                "copy_attention='decoder' copies with the decoder's attention, but "
+                "attention='none' has none: pass attention='bahdanau' (or 'luong')"
+            )
+        if self.coverage and self.attention != "bahdanau":
+            raise ValueError(
+                f"coverage with copy_attention='decoder' enters the decoder's additive score "
+                f"(See et al. 2017, eq. 11); attention={self.attention!r} has no such score: "
+                "pass attention='bahdanau', or copy_attention='own'"
+            )
+
+    @property
+    def shared_copy(self) -> bool:
+        """Whether the decoder's attention is the copy distribution (``copy_attention``)."""
+        return self.copy and self.copy_attention == "decoder"
 
     @property
     def decoder_dim(self) -> int:
@@ -176,7 +224,8 @@ def build_decoder(config: Seq2SeqRNNConfig) -> RecurrentDecoder:
     if config.attention == "none":
         return FixedContextDecoder(**sizes)
     if config.attention == "bahdanau":
-        return BahdanauDecoder(**sizes, score=Additive(ds, dm, ds))
+        coverage = config.shared_copy and config.coverage  # See et al.'s w_c c_i in this score
+        return BahdanauDecoder(**sizes, score=Additive(ds, dm, ds), coverage=coverage)
     scores: dict[str, Score] = {
         "dot": Dot(),
         "general": General(ds, dm),
@@ -216,7 +265,9 @@ class Seq2SeqRNN(nn.Module):
         self.copy_head = (
             CopyHead(
                 self.decoder.output_dim, 2 * config.hidden_dim, config.embed_dim,
-                attention_dim=config.decoder_dim, coverage=config.coverage,
+                attention_dim=config.decoder_dim,
+                coverage=config.coverage and not config.shared_copy,
+                attention=not config.shared_copy,
             )
             if config.copy
             else None
@@ -257,13 +308,31 @@ class Seq2SeqRNN(nn.Module):
         else:
             emb = self.dropout(self.tgt_embed(self._fed(tgt_in)))  # (B, T, E)
             decoder_state = state.decoder if isinstance(state, CopyState) else state
-            features, weights = self.decoder(emb, decoder_state, need_weights=need_weights)
+            shared = self.config.shared_copy  # the copy head reads the decoder's weights
+            features, weights = self.decoder(
+                emb, decoder_state, need_weights=need_weights or shared
+            )
             logits = self.generator(self.dropout(features))  # (B, T, V)
-            if isinstance(state, CopyState) and self.copy_head is not None:
-                copy, _ = self.copy_head(features, emb, state.source)
+            if isinstance(state, CopyState):
+                copy, _ = self._copy(features, emb, weights, state.source, loss=True)
         if not need_weights or weights is None:
             return Seq2SeqOutput(logits, copy=copy)
         return Seq2SeqOutput(logits, {"cross": [weights.unsqueeze(1)]}, copy=copy)  # (B,1,T,S)
+
+    def _copy(
+        self, features: Tensor, emb: Tensor, weights: Tensor | None, source: CopySource, *,
+        loss: bool,
+    ) -> tuple[CopyOutput, CopySource]:  # fmt: skip
+        """The copy head's output for ``features (B, T, Ds)`` and ``emb (B, T, E)``: with its own
+        attention, or (``copy_attention="decoder"``) with the decoder's ``weights (B, T, S)`` and
+        their context, the coverage loss computed from them when ``loss`` and coverage."""
+        assert self.copy_head is not None  # a copying model's state
+        if not self.config.shared_copy:
+            return self.copy_head(features, emb, source)
+        assert weights is not None  # an attending decoder asked for its weights
+        context = torch.bmm(weights, source.memory)  # (B, T, S) @ (B, S, 2He): h*_t
+        covered = coverage_losses(weights) if loss and self.config.coverage else None  # (B, T)
+        return self.copy_head.shared(weights, context, features, emb, covered), source
 
     def _fed(self, tokens: Tensor) -> Tensor:
         """``tokens`` with extended ids (``>= V``, copied words) fed as ``unk_id``."""
@@ -336,7 +405,9 @@ class Seq2SeqRNN(nn.Module):
         log_probs = self.generator(self.dropout(features)).log_softmax(dim=-1)  # (B, V)
         if not isinstance(state, CopyState) or self.copy_head is None:
             return StepOutput(log_probs, decoder_state, weights)
-        out, source = self.copy_head(features[:, None], emb[:, None], state.source)
+        step_weights = None if weights is None else weights[:, None]  # (B, 1, S)
+        out, source = self._copy(features[:, None], emb[:, None], step_weights, state.source,
+                                 loss=False)  # fmt: skip
         mixed = extended_log_probs(log_probs[:, None], out, source.ext, source.extended_size)
         return StepOutput(mixed[:, 0], CopyState(decoder_state, source), out.weights[:, 0])
 

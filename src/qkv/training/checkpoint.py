@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +106,11 @@ def _as_os_error(error: Exception) -> OSError:
     return OSError(code, os.strerror(code))
 
 
-def load_weights(model: nn.Module, path: str | Path) -> None:
+def load_weights(model: nn.Module, path: str | Path, *, may_miss: Collection[str] = ()) -> None:
     """Load weights strictly; a corrupt file, a missing or unexpected tensor, a tensor whose
     dtype does not fit (integers for floating-point weights) or with NaN or infinite values is
-    an error that names the tensor."""
+    an error that names the tensor. The parameters named in ``may_miss`` may be absent from the
+    file (they keep the model's values: a phase that adds zero-initialised parameters)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -120,6 +121,7 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
         check_weights(model, path)
         stored = load_file(str(path))
         missing, unexpected = _load_tied(model, stored)
+        missing = [name for name in missing if name not in may_miss]
     except (SafetensorError, OSError) as error:
         raise CheckpointError(f"cannot read weights from {path}: {error}") from None
     except RuntimeError as error:  # shape mismatches

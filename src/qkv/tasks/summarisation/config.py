@@ -51,13 +51,23 @@ class SummaryDataConfig:
 
 @dataclass(frozen=True)
 class SummaryTrainConfig(TrainConfig):
-    """The ``train:`` section: the engine's settings and ``coverage_weight``, the ``lambda`` of
-    See et al.'s coverage loss (eq. 13; read by models with ``coverage: true``)."""
+    """The ``train:`` section: the engine's settings, ``coverage_weight``, the ``lambda`` of
+    See et al.'s coverage loss (eq. 13; read by models with ``coverage: true``), and
+    ``init_from``: a trained run's directory whose best weights and vocabulary this run starts
+    from (See et al.'s final coverage phase; :mod:`qkv.tasks.init_from`). Its steps and schedule
+    start at zero; the model may add only zero-initialised parameters (``coverage_weight``)."""
 
     coverage_weight: float = ranged(1.0, ">= 0")
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.init_from is not None and (
+            not isinstance(self.init_from, str) or not self.init_from.strip()
+        ):
+            raise ValueError(
+                f"train.init_from must be a trained run's directory or null, got {self.init_from!r}"
+            )
         value = self.coverage_weight
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
             raise ValueError(f"train.coverage_weight must be a number >= 0, got {value!r}")

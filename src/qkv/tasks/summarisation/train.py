@@ -28,6 +28,7 @@ from qkv.data import load_corpus
 from qkv.data.pairs.summary_words import SummaryVocab, summary_tokens
 from qkv.data.tokens.special import PAD_ID, UNK_ID
 from qkv.models.registry import build_config, build_model
+from qkv.tasks.init_from import init_from_run, init_run_file
 from qkv.tasks.run_skeleton import Trained, TrainingRun
 from qkv.tasks.summarisation.config import (
     SummaryDataConfig,
@@ -49,8 +50,10 @@ def train_text_to_text(run: TrainingRun, runner: type[TextToText]) -> Trained:
     data = config.section("data", SummaryDataConfig)
     train_config = config.section("train", SummaryTrainConfig)
     corpus = load_corpus(data.corpus, **data.options)
+    init_from = None if run.resume else train_config.init_from  # a resume has its checkpoint
     vocab = run.shared(
-        make=lambda: SummaryVocab.build(
+        make=lambda: SummaryVocab.load(init_run_file(init_from, VOCAB_FILE)) if init_from
+        else SummaryVocab.build(
             (summary_tokens(text) for pair in corpus.train for text in pair),
             data.vocab_size, data.min_count,
         ),
@@ -70,6 +73,9 @@ def train_text_to_text(run: TrainingRun, runner: type[TextToText]) -> Trained:
                     "unk_id": UNK_ID}  # fmt: skip
     model_config = build_config(config.family, model_values)
     model = build_model(config.family, model_config)
+    if init_from is not None:  # before the run writes a file: a mismatch leaves nothing
+        added = init_from_run(model, init_from)
+        logger.info("weights from %s (added at zero: %s)", init_from, ", ".join(added) or "none")
     run.save(model_config, write=lambda directory: vocab.save(Path(directory) / VOCAB_FILE))
 
     loss_fn = text_loss(model_config.copy, train_config.coverage_weight)
