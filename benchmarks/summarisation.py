@@ -103,7 +103,9 @@ def budget(group: str, steps: dict[str, int], phase: int) -> list[str]:
     kind, variant = group.split("-", 1)
     if variant == "shared":
         return ["train.max_minutes=null", f"train.max_steps={steps[kind]}"]
+    # a fresh optimiser: a short warm-up (a tenth of the phase), then the config's constant rate
     return ["train.max_minutes=null", f"train.max_steps={phase}", f"train.eval_every={phase}",
+            f"train.warmup_steps={phase // 10}",
             f"train.init_from={RUNS / f'{kind}-shared'}"]  # fmt: skip
 
 
