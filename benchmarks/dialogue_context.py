@@ -120,8 +120,14 @@ def _spread(values: list[float], digits: int = 1) -> str:
     return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def _common_step(records: list[dict]) -> int:
+    """The last step at which every run was validated (``eval_every``); 0 if none."""
+    steps = [{int(step) for step in r["valid_curve"]} for r in records]
+    return max(set.intersection(*steps), default=0) if steps else 0
+
+
 def _rows(records: list[dict]) -> list[list[str]]:
-    common = min((max(r["valid_curve"], default=0) for r in records), default=0)
+    common = _common_step(records)
     rows = []
     for variant, (what, _) in VARIANTS.items():
         mine = [r for r in records if r["variant"] == variant]
@@ -130,7 +136,7 @@ def _rows(records: list[dict]) -> list[list[str]]:
         ppl = {c: [r["conditions"][c]["perplexity"] for r in mine] for c in CONDITIONS}
         ratio = [r["conditions"]["random"]["perplexity"] / r["conditions"]["true"]["perplexity"]
                  for r in mine]  # fmt: skip
-        at_common = [r["valid_curve"].get(common) for r in mine]
+        at_common = [r["valid_curve"].get(str(common), r["valid_curve"].get(common)) for r in mine]
         rows.append([
             f"{variant}: {what}", str(len(mine)), _spread([r["steps"] for r in mine]),
             *(_spread(ppl[c]) for c in CONDITIONS),
@@ -142,9 +148,9 @@ def _rows(records: list[dict]) -> list[list[str]]:
 
 
 def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> None:
-    common = min((max(r["valid_curve"], default=0) for r in records), default=0)
+    common = _common_step(records)
     header = ["variant", "seeds", "steps", *(f"ppl {c}" for c in CONDITIONS),
-              "random / true (each seed)", f"valid loss at step {common}",
+              "random / true (each seed)", f"valid loss at step {common or '(none common)'}",
               "reply tokens"]  # fmt: skip
     lines = [
         "# Does the dialogue model read its context? (Sankar et al. 2019)",
