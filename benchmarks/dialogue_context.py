@@ -1,0 +1,223 @@
+"""Does the dialogue model read its context? Sankar et al. (2019): train each variant of the
+plays dialogue model (configs/dialogue/plays-rnn.yaml) once per seed on one thread for a CPU
+budget (``train.clock=cpu``), then give each trained model the test contexts four ways
+(:mod:`qkv.tasks.dialogue.context_use`: the true previous turn(s), another dialogue's, its words
+shuffled, none) and compare the perplexity of the same replies.
+
+Variants (``--variants``): ``context`` (the configured model, one previous turn), ``alone`` (the
+same model trained on empty sources, ``data.options.replies_only=true``), and the options known
+to make a small dialogue model use its context: ``turns3`` (three previous turns), ``speakers``
+(each context turn starts with its speaker), ``copy`` (the pointer-generator) and ``all`` (the
+three together). A variant with three turns of context is scored on its own pairs (replies with
+three turns before them in their scene): compare its conditions with each other, not its
+perplexity with the one-turn variants'.
+
+The engine snapshots by CPU minutes, not by steps, so equal steps are compared on the validation
+curve (``eval_every``): the report gives each variant's validation loss at the last step that
+every run reached.
+
+    python benchmarks/dialogue_context.py                        # 3 seeds x 6 variants x 60 min
+    python benchmarks/dialogue_context.py --seeds 1 --minutes 1 --variants context alone \\
+        --out /tmp/dc                                            # a smoke test
+    python benchmarks/dialogue_context.py --report-only          # rewrite the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness import ROOT
+from harness.cli_runs import ONE_THREAD, metrics_rows, train_and_evaluate
+from harness.machine import machine_description, script_command
+from harness.report import log, table
+
+from qkv.io import atomic_write, atomic_write_json
+from qkv.training.checkpoint import read_json
+
+CONFIG = "configs/dialogue/plays-rnn.yaml"
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (what it is, its settings)
+    "context": ("one previous turn", ()),
+    "alone": ("the replies alone (trained on empty sources)", ("data.options.replies_only=true",)),
+    "turns3": ("three previous turns", ("data.options.context_turns=3",)),
+    "speakers": ("one previous turn, its speaker marked", ("data.options.speakers=true",)),
+    "copy": ("one previous turn, pointer-generator", ("model.copy=true",)),
+    "all": ("three turns, speakers marked, pointer-generator",
+            ("data.options.context_turns=3", "data.options.speakers=true", "model.copy=true")),
+}  # fmt: skip
+CONDITIONS = ("true", "random", "shuffled", "empty")
+
+
+def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict[str, object]:
+    """Train one run on one thread, ``qkv evaluate`` it, score it under every condition."""
+    out = runs / f"{variant}-s{seed}"
+    sets = [*VARIANTS[variant][1], f"train.seed={seed}", "train.clock=cpu",
+            f"train.max_minutes={minutes}", f"out_dir={out}"]  # fmt: skip
+    log(f"training {out.name}")
+    cpu = train_and_evaluate(ROOT / CONFIG, sets, out, runs / f"{out.name}.log")
+    command = [sys.executable, __file__, "--score", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True,
+                          env={**os.environ, **ONE_THREAD})  # fmt: skip
+    rows = metrics_rows(out)
+    log(f"finished {out.name}")
+    return {
+        "variant": variant,
+        "seed": seed,
+        "overrides": [s for s in sets if s.startswith(("data.", "model.", "train.seed"))],
+        "budget_cpu_minutes": minutes,
+        "cpu_minutes": cpu / 60,
+        "steps": int(rows[-1]["step"]),
+        "valid_curve": {
+            int(r["step"]): float(r["valid_loss"]) for r in rows if r.get("valid_loss")
+        },
+        "test": read_json(out / "results.json")["test"],
+        "conditions": json.loads(done.stdout),
+    }
+
+
+def score(out: Path) -> dict[str, dict]:
+    """The test replies' perplexity under every condition for the model in ``out``."""
+    import torch
+
+    from qkv.tasks.dialogue.context_use import context_pairs, context_perplexity
+    from qkv.tasks.summarisation.runner import Replier
+
+    torch.set_num_threads(1)
+    replier = Replier.load(out)
+    scores = context_perplexity(replier, context_pairs(replier, "test"), CONDITIONS, seed=0)
+    return {condition: s.record() for condition, s in scores.items()}
+
+
+def draw_attention(runs: Path, figure: Path) -> None:
+    """``qkv plot-attention`` of the first seed's ``context`` model on the first test context."""
+    from qkv.data import load_corpus
+    from qkv.tasks.summarisation.runner import Replier
+
+    out = min(runs.glob("context-s*"), default=None)
+    if out is None or not (out / "model.safetensors").is_file():
+        return
+    data = Replier.load(out).data
+    assert data is not None
+    context = load_corpus(data.corpus, **data.options).test[0][0]
+    command = [sys.executable, "-m", "qkv", "plot-attention", "--model", str(out), context,
+               "-o", str(figure)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, env={**os.environ, **ONE_THREAD})
+
+
+def _spread(values: list[float], digits: int = 1) -> str:
+    """``mean ± sd`` over seeds (the mean alone for one seed)."""
+    if not values:
+        return ""
+    mean = statistics.fmean(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def _common_step(records: list[dict]) -> int:
+    """The last step at which every run was validated (``eval_every``); 0 if none."""
+    steps = [{int(step) for step in r["valid_curve"]} for r in records]
+    return max(set.intersection(*steps), default=0) if steps else 0
+
+
+def _rows(records: list[dict]) -> list[list[str]]:
+    common = _common_step(records)
+    rows = []
+    for variant, (what, _) in VARIANTS.items():
+        mine = [r for r in records if r["variant"] == variant]
+        if not mine:
+            continue
+        ppl = {c: [r["conditions"][c]["perplexity"] for r in mine] for c in CONDITIONS}
+        ratio = [r["conditions"]["random"]["perplexity"] / r["conditions"]["true"]["perplexity"]
+                 for r in mine]  # fmt: skip
+        at_common = [r["valid_curve"].get(str(common), r["valid_curve"].get(common)) for r in mine]
+        rows.append([
+            f"{variant}: {what}", str(len(mine)), _spread([r["steps"] for r in mine]),
+            *(_spread(ppl[c]) for c in CONDITIONS),
+            " ".join(f"{x:.2f}" for x in ratio),
+            "" if None in at_common else _spread([float(x) for x in at_common], 3),
+            str(mine[0]["conditions"]["true"]["tokens"]),
+        ])  # fmt: skip
+    return rows
+
+
+def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> None:
+    common = _common_step(records)
+    header = ["variant", "seeds", "steps", *(f"ppl {c}" for c in CONDITIONS),
+              "random / true (each seed)", f"valid loss at step {common or '(none common)'}",
+              "reply tokens"]  # fmt: skip
+    lines = [
+        "# Does the dialogue model read its context? (Sankar et al. 2019)",
+        "",
+        "Each model is trained once per seed on one thread for its CPU budget, then the same "
+        "test replies are scored with the true context, another dialogue's (seeded), the "
+        "context's words shuffled within each turn, and no context (mean ± standard deviation "
+        "over seeds). A model that reads its context scores worse when it is taken away: "
+        "random / true above 1. Variants with three turns are scored on their own pairs.",
+        "",
+        *table(header, _rows(records)),
+        "",
+        f"Budget: {records[0]['budget_cpu_minutes'] if records else '?'} CPU-minutes per run.",
+        "",
+        "Command:",
+        "",
+        "```",
+        script_command(),
+        "```",
+        "",
+        f"Machine: {machine}",
+    ]
+    if figure.is_file():
+        lines += ["", f"Attention of one reply to its context: ![]({figure.name})"]
+    path = out / "dialogue-context.md"
+    atomic_write(path, lambda handle: handle.write(("\n".join(lines) + "\n").encode("utf-8")))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 (default 3)")
+    parser.add_argument("--minutes", type=float, default=60, help="CPU minutes per run")
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at once")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results",
+                        help="where dialogue-context.md/.json/-attention.png go")  # fmt: skip
+    parser.add_argument("--runs", type=Path, default=None, help="run folders (default: OUT/runs "
+                        "for a smoke test, runs/dialogue-context for docs/results)")  # fmt: skip
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--score", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.score:  # a child process: JSON on stdout
+        print(json.dumps(score(args.score)))
+        return
+    if args.seeds < 1 or not args.minutes > 0 or args.jobs < 1:
+        parser.error("--seeds and --jobs must be >= 1 and --minutes > 0")
+    default_runs = ROOT / "runs" / "dialogue-context"
+    runs = args.runs or (default_runs if args.out == ROOT / "docs/results" else args.out / "runs")
+    results_path = args.out / "dialogue-context.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    kept = read_json(results_path)["runs"] if results_path.is_file() else {}
+    if not args.report_only:
+        jobs = [(v, s) for v in args.variants for s in range(args.seeds)]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {f"{v}-s{s}": pool.submit(train_and_score, v, s, args.minutes, runs)
+                       for v, s in jobs}  # fmt: skip
+            for name, future in futures.items():
+                kept[name] = future.result()
+                atomic_write_json(results_path, {"runs": kept})  # keep each finished run
+    machine = machine_description()
+    atomic_write_json(results_path, {"machine": machine, "runs": kept})
+    figure = args.out / "dialogue-context-attention.png"
+    if not args.report_only:
+        draw_attention(runs, figure)
+    write_report(list(kept.values()), args.out, machine, figure)
+    log(f"wrote {args.out / 'dialogue-context.md'}")
+
+
+if __name__ == "__main__":
+    main()
