@@ -16,6 +16,7 @@ recorded. Runs train two at a time on one thread each.
     python benchmarks/reading_cloze.py                      # train, score, report
     python benchmarks/reading_cloze.py --only entities-as_reader
     python benchmarks/reading_cloze.py --report-only        # rewrite the report from the JSON
+    python benchmarks/reading_cloze.py --attention ablation-stanford   # where its attention looks
 """
 
 from __future__ import annotations
@@ -85,6 +86,24 @@ ABLATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "+ a feature: the passage word occurs in the question",
         ("model.question_feature=true",),
     ),
+    "stanford-anonymize-untied": (
+        "stanford",
+        "+ relabelled candidates and an output embedding of their own",
+        ("data.anonymize=true", "model.tie_output=false"),
+    ),
+    "stanford-chen": (
+        "stanford",
+        "Chen et al.'s recipe: all of the above but the question feature",
+        (
+            "data.anonymize=true",
+            "model.tie_output=false",
+            "train.optimizer=sgd",
+            "train.lr=0.1",
+            "train.clip_norm=10",
+            "model.embed_dim=100",
+            "model.dropout=0.2",
+        ),
+    ),
     "as_reader": ("as_reader", "Attention Sum Reader as configured", ()),
     "as_reader-anonymize": (
         "as_reader",
@@ -142,6 +161,23 @@ def train_and_score(group: str) -> dict[str, object]:
     }
 
 
+def attention_record(group: str) -> dict[str, float]:
+    """The attention readout (:mod:`qkv.tasks.reading.attention_readout`) of ``group``'s trained
+    reader on the test questions, on one thread."""
+    import dataclasses
+
+    import torch
+
+    from qkv.tasks.reading.attention_readout import attention_readout
+    from qkv.tasks.reading.runner import Reader, load_examples
+
+    torch.set_num_threads(1)
+    reader = Reader.load(RUNS / group)
+    questions = load_examples(reader.config)["test"]
+    readout = attention_readout(questions, reader.run(questions), reader.vocab.key)
+    return dataclasses.asdict(readout)
+
+
 def valid_curve(out, metric: str) -> tuple[dict[int, float], int]:
     """``({step: validation score}, last step)`` from a run's ``metrics.csv``."""
     rows = metrics_rows(out)
@@ -154,7 +190,8 @@ COLUMNS = ["reader", "steps", "CPU min", f"valid at step {EARLY:,}", "best valid
            "best valid - frequency", "test", "test - frequency", "Bible",
            "Shakespeare"]  # fmt: skip
 ABLATION_COLUMNS = ["reader", "what changes", "CPU min", "best valid", "valid - frequency",
-                    "test", "test - frequency"]  # fmt: skip
+                    "test", "test - frequency", "test: attention on the answer",
+                    "test: answer by attention sum"]  # fmt: skip
 
 # What the runs showed (update when the runs change).
 FINDINGS = [
@@ -269,6 +306,8 @@ def ablation_rows(results: dict[str, dict], card: dict) -> list[list[str]]:
             READERS[reader][1], what, f"{record['cpu_minutes']:.1f}",
             f"{record['valid'] or 0:.3f}", _above(record["valid"], frequency["valid"]),
             f"**{_score(record)}**", _above(_accuracy(record), frequency["test"]),
+            *((f"{attention['answer_mass']:.3f}", f"{attention['readout_accuracy']:.3f}")
+              if (attention := record.get("attention")) else ("", "")),
         ])  # fmt: skip
     return rows
 
@@ -347,8 +386,17 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="groups to (re)run")
     parser.add_argument("--jobs", type=int, default=2, help="runs trained at once")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--attention", nargs="*", metavar="GROUP",
+                        help="add the attention readout of these trained runs")  # fmt: skip
     args = parser.parse_args()
     results = _recorded()
+    for group in args.attention or ():
+        log(f"attention readout of {group}")
+        record = {**_recorded()[group], "attention": attention_record(group)}
+        results = {**_recorded(), group: record}
+        atomic_write_json(RESULTS, results)
+    if args.attention:
+        args.report_only = True
     if not args.report_only:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {g: pool.submit(train_and_score, g) for g in (args.only or list(GROUPS))}
