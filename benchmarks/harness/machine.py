@@ -133,3 +133,21 @@ def exact_command() -> str:
 def script_command() -> str:
     """This process's command line as a reader would type it: ``PYTHONPATH=src python ARGV``."""
     return "PYTHONPATH=src python " + " ".join(sys.argv)
+
+
+# The machine of the result records written before records named their own (``"machine"``).
+EARLIER_MACHINE = "Intel(R) Xeon(R) Processor, 2 cores, torch 2.13.0+cpu"
+
+
+def machines_sentence(records: dict[str, dict], current: str) -> str:
+    """Which machine measured which records: ``current`` alone when every record is its, else
+    each machine with the records it measured (a record without ``"machine"`` was measured on
+    :data:`EARLIER_MACHINE`)."""
+    by_machine: dict[str, list[str]] = {}
+    for name, record in records.items():
+        if isinstance(record, dict) and "cpu_minutes" in record:
+            by_machine.setdefault(record.get("machine", EARLIER_MACHINE), []).append(name)
+    if set(by_machine) <= {current}:
+        return current
+    return "; ".join(f"{machine} ({', '.join(sorted(names))})"
+                     for machine, names in by_machine.items())  # fmt: skip
