@@ -82,6 +82,15 @@ def check_positive_ints(config: object, names: Iterable[str]) -> None:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+def check_bools(config: object, names: Iterable[str]) -> None:
+    """Raise ``ValueError`` (``crf must be true or false, got 'yes'``) unless each field
+    ``names`` of ``config`` is a bool."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
 def check_fractions(config: object, names: Iterable[str]) -> None:
     """Raise ``ValueError`` (``dropout must be in [0, 1), got 1.0``) unless each field ``names``
     of ``config`` is a number in ``[0, 1)``, as a dropout probability must be."""

@@ -47,7 +47,13 @@ from torch import Tensor, nn
 from qkv.attention.core import attend, softmax_dtype
 from qkv.attention.pointer import masked_log_softmax, occurrences, pointer_sum
 from qkv.attention.scores import Additive, Dot, General, Score
-from qkv.config_values import check_choice, check_fractions, check_positive_ints, ranged
+from qkv.config_values import (
+    check_bools,
+    check_choice,
+    check_fractions,
+    check_positive_ints,
+    ranged,
+)
 from qkv.layers.packed_rnn import BiRNN, PackedRun, check_prefix_keep, check_word_ids
 from qkv.models.outputs import ReaderOutput
 from qkv.models.presets import PRESETS as TABLE
@@ -119,9 +125,7 @@ class ClozeReaderConfig(Presets, family="cloze_reader", sizes=("vocab_size",)):
         check_choice("rnn", self.rnn, RNNS)
         check_fractions(self, ("dropout",))
         _check_pad_id(self.pad_id, self.vocab_size)
-        for name in ("tie_output", "question_feature"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        check_bools(self, ("tie_output", "question_feature"))
         if not self.tie_output and PARTS[self.reader].pointer:
             raise ValueError(
                 f"tie_output=False gives the candidates an output embedding, but the {self.reader} "

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from qkv.attention.core import attend
 from qkv.attention.pointer import best_span, masked_log_softmax
 from qkv.attention.scores import Dot, General
-from qkv.config_values import check_fractions, check_positive_ints, ranged
+from qkv.config_values import check_bools, check_fractions, check_positive_ints, ranged
 from qkv.layers.packed_rnn import BiRNN, check_prefix_keep, check_word_ids
 from qkv.models.outputs import SpanOutput
 from qkv.models.presets import PRESETS as TABLE
@@ -79,9 +79,7 @@ class SpanReaderConfig(Presets, family="span_reader", sizes=("vocab_size",)):
             self, ("vocab_size", "embed_dim", "hidden_dim", "num_layers", "max_answer_length")
         )
         check_fractions(self, ("dropout",))
-        for name in ("exact_match", "aligned"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        check_bools(self, ("exact_match", "aligned"))
         pad = self.pad_id
         if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < self.vocab_size:
             raise ValueError(

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from qkv.config_values import check_casing, check_positive_ints
+from qkv.config_values import check_bools, check_casing, check_positive_ints
 from qkv.layers.crf import LinearChainCRF
 from qkv.layers.text_encoder import TextEncoderConfig
 from qkv.models.outputs import TaggerOutput
@@ -84,8 +84,7 @@ class SequenceTaggerConfig(
     def __post_init__(self) -> None:
         self.check_encoder()
         check_positive_ints(self, ("num_tags",))
-        if not isinstance(self.crf, bool):
-            raise ValueError(f"crf must be true or false, got {self.crf!r}")
+        check_bools(self, ("crf",))
         check_casing(self)
 
 
