@@ -52,15 +52,17 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (what it is, its s
             ("data.options.context_turns=3", "data.options.speakers=true", "model.copy=true")),
 }  # fmt: skip
 CONDITIONS = ("true", "random", "shuffled", "empty")
+CHECKPOINT_EVERY = 300  # steps: a run stopped (signal or session end) resumes from its last one
 
 
 def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict[str, object]:
     """Train one run on one thread, ``qkv evaluate`` it, score it under every condition."""
     out = runs / f"{variant}-s{seed}"
     sets = [*VARIANTS[variant][1], f"train.seed={seed}", "train.clock=cpu",
-            f"train.max_minutes={minutes}", f"out_dir={out}"]  # fmt: skip
+            f"train.max_minutes={minutes}", f"train.checkpoint_every={CHECKPOINT_EVERY}",
+            f"out_dir={out}"]  # fmt: skip
     log(f"training {out.name}")
-    cpu = train_and_evaluate(ROOT / CONFIG, sets, out, runs / f"{out.name}.log")
+    train_and_evaluate(ROOT / CONFIG, sets, out, runs / f"{out.name}.log", resume=True)
     command = [sys.executable, __file__, "--score", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, check=True,
                           env={**os.environ, **ONE_THREAD})  # fmt: skip
@@ -71,7 +73,7 @@ def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict
         "seed": seed,
         "overrides": [s for s in sets if s.startswith(("data.", "model.", "train.seed"))],
         "budget_cpu_minutes": minutes,
-        "cpu_minutes": cpu / 60,
+        "cpu_minutes": _clock_minutes(out),
         "steps": int(rows[-1]["step"]),
         "valid_curve": {
             int(r["step"]): float(r["valid_loss"]) for r in rows if r.get("valid_loss")
@@ -79,6 +81,12 @@ def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict
         "test": read_json(out / "results.json")["test"],
         "conditions": json.loads(done.stdout),
     }
+
+
+def _clock_minutes(out: Path) -> float:
+    """The run's budget clock (CPU minutes, resumed parts included) at its last checkpoint."""
+    latest = read_json(out / "checkpoints" / "latest.json")["checkpoint"]
+    return read_json(out / "checkpoints" / latest / "state.json")["loop"]["clock_seconds"] / 60
 
 
 def score(out: Path) -> dict[str, dict]:
@@ -149,6 +157,7 @@ def _rows(records: list[dict]) -> list[list[str]]:
 
 def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> None:
     common = _common_step(records)
+    budgets = " / ".join(f"{m:g}" for m in sorted({r["budget_cpu_minutes"] for r in records}))
     header = ["variant", "seeds", "steps", *(f"ppl {c}" for c in CONDITIONS),
               "random / true (each seed)", f"valid loss at step {common or '(none common)'}",
               "reply tokens"]  # fmt: skip
@@ -163,7 +172,7 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
         "",
         *table(header, _rows(records)),
         "",
-        f"Budget: {records[0]['budget_cpu_minutes'] if records else '?'} CPU-minutes per run.",
+        f"Budget: {budgets} CPU-minutes per run (`train.clock=cpu`, one thread each).",
         "",
         "Command:",
         "",
@@ -203,7 +212,14 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     kept = read_json(results_path)["runs"] if results_path.is_file() else {}
     if not args.report_only:
-        jobs = [(v, s) for v in args.variants for s in range(args.seeds)]
+        # Seed by seed, so that runs compared at equal CPU time share the machine alike; a
+        # variant already recorded at this budget is kept, one left unfinished is resumed.
+        jobs = [
+            (v, s)
+            for s in range(args.seeds)
+            for v in args.variants
+            if kept.get(f"{v}-s{s}", {}).get("budget_cpu_minutes") != args.minutes
+        ]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {f"{v}-s{s}": pool.submit(train_and_score, v, s, args.minutes, runs)
                        for v, s in jobs}  # fmt: skip

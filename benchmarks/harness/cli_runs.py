@@ -23,15 +23,26 @@ def _call(command: list[str], handle, env: dict[str, str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def train_and_evaluate(config: Path, sets: list[str], out: Path, log_path: Path) -> float:
+def train_and_evaluate(
+    config: Path, sets: list[str], out: Path, log_path: Path, resume: bool = False
+) -> float:
     """``qkv train config --set ...`` on one thread (into ``out``, overwriting), then
-    ``qkv evaluate --model out``, both logged to ``log_path``; the training's CPU seconds."""
-    train = [sys.executable, "-m", "qkv", "train", str(config), "--overwrite", "--quiet",
-             "--threads", "1", *[f"--set={s}" for s in sets]]  # fmt: skip
+    ``qkv evaluate --model out``, both logged to ``log_path``; the CPU seconds this call's
+    training took. With ``resume``, a run that left a checkpoint in ``out`` (a benchmark stopped
+    by a signal, or at a session's end) continues from it with ``qkv train --resume`` instead,
+    its budget clock continued and the ``train.*`` settings applied; the log is appended to."""
+    resuming = resume and (out / "checkpoints" / "latest.json").is_file()
+    if resuming:
+        budget = [f"--set={s}" for s in sets if s.startswith("train.")]
+        train = [sys.executable, "-m", "qkv", "train", "--resume", str(out), "--quiet",
+                 "--threads", "1", *budget]  # fmt: skip
+    else:
+        train = [sys.executable, "-m", "qkv", "train", str(config), "--overwrite", "--quiet",
+                 "--threads", "1", *[f"--set={s}" for s in sets]]  # fmt: skip
     evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
     env = {**os.environ, **ONE_THREAD}
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as handle:
+    with open(log_path, "a" if resuming else "w", encoding="utf-8") as handle:
         cpu = _call(train, handle, env)
         _call(evaluate, handle, env)
     return cpu
