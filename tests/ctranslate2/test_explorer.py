@@ -178,6 +178,26 @@ def test_precision_is_the_compute_type(exported):
     assert next(iter(default)).runner.translator.compute_type == "default"
 
 
+def test_threads_reach_ctranslate2_and_are_checked(exported, monkeypatch):
+    """``qkv serve --threads N`` sets CTranslate2's threads per call, not only PyTorch's."""
+    import ctranslate2
+
+    seen, real = [], ctranslate2.Translator
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["intra_threads"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ctranslate2, "Translator", recording)
+    ExplorerModels.load([exported["ct2"]], engine="ctranslate2", threads=2)
+    ExplorerModels.load([exported["ct2"]], precision="int8", engine="ctranslate2", threads=3)
+    ExplorerModels.load([exported["ct2"]], engine="ctranslate2")
+    assert seen == [2, 3, 0]  # 0: CTranslate2's own default
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match=f"threads must be an int >= 1, got {bad!r}"):
+            ExplorerModels.load([exported["ct2"]], engine="ctranslate2", threads=bad)
+
+
 def test_the_explorer_knows_the_engines_the_cli_offers():
     assert tuple(ENGINE_TASKS) == ENGINES
     with pytest.raises(ValueError, match="engine must be one of qkv, ctranslate2, got 'onnx'"):

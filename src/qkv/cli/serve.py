@@ -36,7 +36,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="a host name the server answers to besides the loopback ones and --host (repeat); "
         "requests whose Host header names another are refused (421)",
     )
-    serve.add_argument("--threads", type=int, default=None, metavar="N", help="PyTorch threads")
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads: PyTorch's, and CTranslate2's per call with --engine ctranslate2 "
+        "(default: each one's own choice)",
+    )
     add_precision(serve)
     add_engine(serve, models="every --model (one engine runs them all) is")
     _limit_arguments(serve)
@@ -109,7 +116,9 @@ def run_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     limits = Limits(max_chars=args.max_chars, max_image_bytes=args.max_image_bytes)
-    models = ExplorerModels.load(args.model, precision=chosen_precision(args), engine=args.engine)
+    models = ExplorerModels.load(
+        args.model, precision=chosen_precision(args), engine=args.engine, threads=args.threads
+    )
     if not is_loopback(args.host):
         print(
             f"qkv serve: warning: binding to {args.host}: the explorer is reachable from other "

@@ -90,10 +90,16 @@ class CTranslate2Views(NoExtras):
         self.translator = translator
 
     @classmethod
-    def load(cls, directory: str | Path, *, precision: str | None = None) -> CTranslate2Views:
+    def load(
+        cls, directory: str | Path, *, precision: str | None = None, threads: int = 0
+    ) -> CTranslate2Views:
         """Load an export (``precision``: CTranslate2's compute type, as ``qkv translate
-        --engine ctranslate2 --precision`` picks it; default: the type the export stored)."""
-        return cls(CTranslate2Translator.load(directory, compute_type=compute_type(precision)))
+        --engine ctranslate2 --precision`` picks it; default: the type the export stored;
+        ``threads``: CTranslate2's threads per call, 0 for its default)."""
+        translator = CTranslate2Translator.load(
+            directory, compute_type=compute_type(precision), threads=threads
+        )
+        return cls(translator)
 
     @property
     def title(self) -> str:

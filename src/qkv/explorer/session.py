@@ -37,6 +37,7 @@ ENGINE_TASKS = {
     "qkv": "qkv.tasks.run_dir:model_task",
     "ctranslate2": "qkv.ctranslate2.views:exported_task",
 }
+OWN_THREADS = {"ctranslate2"}  # engines with CPU threads of their own (not PyTorch's)
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ class ExplorerModels:
         *,
         precision: str | None = None,
         engine: str = "qkv",
+        threads: int | None = None,
     ) -> ExplorerModels:
         """Load each model directory (any task but embeddings); names are the folder names,
         with ``-2``, ``-3`` appended to repeats. ``precision`` (``"bfloat16"``, ``"int8"``):
@@ -202,9 +204,15 @@ class ExplorerModels:
         another task is then refused, naming it. ``engine`` (:data:`ENGINE_TASKS`) runs every
         model: ``"ctranslate2"`` takes exported translation models only (``precision`` is then
         CTranslate2's compute type; default: the exported type) and refuses anything else,
-        naming the directory."""
+        naming the directory. ``threads``: the CPU threads of an engine with threads of its own
+        (CTranslate2's per call; default: its own choice); qkv's models use PyTorch's, which
+        the caller sets (``torch.set_num_threads``)."""
         if engine not in ENGINE_TASKS:
             raise ValueError(f"engine must be one of {', '.join(ENGINE_TASKS)}, got {engine!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):  # fmt: skip
+            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        own_threads = {} if threads is None or engine not in OWN_THREADS else {"threads": threads}
         task_of = resolve(ENGINE_TASKS[engine])
         models: list[ExplorerModel] = []
         taken: set[str] = set()
@@ -216,9 +224,9 @@ class ExplorerModels:
                 name, n = f"{directory.resolve().name}-{n}", n + 1
             taken.add(name)
             if precision is None:
-                runner = spec.load(directory)
+                runner = spec.load(directory, **own_threads)
             elif spec.precisions:
-                runner = spec.load(directory, precision=precision)
+                runner = spec.load(directory, precision=precision, **own_threads)
             else:
                 raise ValueError(
                     f"{directory} holds a {spec.label}, which takes no precision; serve it "
