@@ -44,7 +44,8 @@ from qkv.training.checkpoint import read_json
 CONFIG = "configs/dialogue/plays-rnn.yaml"
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (what it is, its settings)
     "context": ("one previous turn", ()),
-    "alone": ("the replies alone (trained on empty sources)", ("data.options.replies_only=true",)),
+    "alone": ("the replies alone (trained on empty sources)",
+              ("data.options.replies_only=true", "data.vocab_from={vocabulary}")),
     "turns3": ("three previous turns", ("data.options.context_turns=3",)),
     "speakers": ("one previous turn, its speaker marked", ("data.options.speakers=true",)),
     "copy": ("one previous turn, pointer-generator", ("model.copy=true",)),
@@ -52,13 +53,18 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (what it is, its s
             ("data.options.context_turns=3", "data.options.speakers=true", "model.copy=true")),
 }  # fmt: skip
 CONDITIONS = ("true", "random", "shuffled", "empty")
+# The replies-alone model reads the vocabulary of the model with one previous turn (built from
+# the replies and their contexts): its own, from the replies alone, has fewer words, more reply
+# words are <unk>, and its perplexity would not compare. A one-step run writes it.
+VOCABULARY = "vocabulary"
 CHECKPOINT_EVERY = 300  # steps: a run stopped (signal or session end) resumes from its last one
 
 
 def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict[str, object]:
     """Train one run on one thread, ``qkv evaluate`` it, score it under every condition."""
     out = runs / f"{variant}-s{seed}"
-    sets = [*VARIANTS[variant][1], f"train.seed={seed}", "train.clock=cpu",
+    own = [s.format(vocabulary=runs / VOCABULARY) for s in VARIANTS[variant][1]]
+    sets = [*own, f"train.seed={seed}", "train.clock=cpu",
             f"train.max_minutes={minutes}", f"train.checkpoint_every={CHECKPOINT_EVERY}",
             f"out_dir={out}"]  # fmt: skip
     log(f"training {out.name}")
@@ -81,6 +87,19 @@ def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict
         "test": read_json(out / "results.json")["test"],
         "conditions": json.loads(done.stdout),
     }
+
+
+def vocabulary_run(runs: Path) -> None:
+    """The run whose ``vocab.json`` the replies-alone runs read (``data.vocab_from``): the
+    configured model trained for one step (the vocabulary does not depend on the seed)."""
+    out = runs / VOCABULARY
+    if (out / "vocab.json").is_file() and (out / "manifest.json").is_file():
+        return
+    log("writing the shared vocabulary")
+    command = [sys.executable, "-m", "qkv", "train", str(ROOT / CONFIG), "--overwrite", "--quiet",
+               "--threads", "1", "--set=train.max_steps=1", "--set=train.eval_every=1",
+               "--set=train.tensorboard=false", f"--set=out_dir={out}"]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, env={**os.environ, **ONE_THREAD})
 
 
 def _clock_minutes(out: Path) -> float:
@@ -134,6 +153,19 @@ def _common_step(records: list[dict]) -> int:
     return max(set.intersection(*steps), default=0) if steps else 0
 
 
+def _alone_ratio(record: dict, records: list[dict]) -> float | None:
+    """The replies-alone model's perplexity (its own, ``empty``) over ``record``'s with the true
+    context, the same seed and the same reply tokens; ``None`` without such a run (e.g. a
+    variant scored on the replies with three turns before them)."""
+    true = record["conditions"]["true"]
+    for other in records:
+        if other["variant"] == "alone" and other["seed"] == record["seed"]:
+            empty = other["conditions"]["empty"]
+            if empty["tokens"] == true["tokens"] and empty["pairs"] == true["pairs"]:
+                return empty["perplexity"] / true["perplexity"]
+    return None
+
+
 def _rows(records: list[dict]) -> list[list[str]]:
     common = _common_step(records)
     rows = []
@@ -144,11 +176,13 @@ def _rows(records: list[dict]) -> list[list[str]]:
         ppl = {c: [r["conditions"][c]["perplexity"] for r in mine] for c in CONDITIONS}
         ratio = [r["conditions"]["random"]["perplexity"] / r["conditions"]["true"]["perplexity"]
                  for r in mine]  # fmt: skip
+        alone = [_alone_ratio(r, records) for r in mine]
         at_common = [r["valid_curve"].get(str(common), r["valid_curve"].get(common)) for r in mine]
         rows.append([
             f"{variant}: {what}", str(len(mine)), _spread([r["steps"] for r in mine]),
             *(_spread(ppl[c]) for c in CONDITIONS),
             " ".join(f"{x:.2f}" for x in ratio),
+            "" if variant == "alone" else " ".join("-" if x is None else f"{x:.2f}" for x in alone),
             "" if None in at_common else _spread([float(x) for x in at_common], 3),
             str(mine[0]["conditions"]["true"]["tokens"]),
         ])  # fmt: skip
@@ -159,7 +193,8 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
     common = _common_step(records)
     budgets = " / ".join(f"{m:g}" for m in sorted({r["budget_cpu_minutes"] for r in records}))
     header = ["variant", "seeds", "steps", *(f"ppl {c}" for c in CONDITIONS),
-              "random / true (each seed)", f"valid loss at step {common or '(none common)'}",
+              "random / true (each seed)", "replies alone / true (each seed)",
+              f"valid loss at step {common or '(none common)'}",
               "reply tokens"]  # fmt: skip
     lines = [
         "# Does the dialogue model read its context? (Sankar et al. 2019)",
@@ -168,7 +203,10 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
         "test replies are scored with the true context, another dialogue's (seeded), the "
         "context's words shuffled within each turn, and no context (mean ± standard deviation "
         "over seeds). A model that reads its context scores worse when it is taken away: "
-        "random / true above 1. Variants with three turns are scored on their own pairs.",
+        "random / true above 1. Replies alone / true compares it with the model trained "
+        "without context (same seed, same replies, its own perplexity): above 1, the context "
+        "pays. Variants with three turns are scored on their own pairs (the replies with three "
+        "turns before them).",
         "",
         *table(header, _rows(records)),
         "",
@@ -188,6 +226,15 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
     atomic_write(path, lambda handle: handle.write(("\n".join(lines) + "\n").encode("utf-8")))
 
 
+def _parse_run(name: str, parser: argparse.ArgumentParser) -> tuple[str, int]:
+    """``"copy-s1"`` -> ``("copy", 1)``; anything else is a usage error naming the choices."""
+    variant, _, seed = name.rpartition("-s")
+    if variant not in VARIANTS or not seed.isdigit():
+        parser.error(f"--only takes VARIANT-sSEED with VARIANT one of {', '.join(VARIANTS)}, "
+                     f"got {name!r}")  # fmt: skip
+    return variant, int(seed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 (default 3)")
@@ -198,6 +245,9 @@ def main() -> None:
                         help="where dialogue-context.md/.json/-attention.png go")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=None, help="run folders (default: OUT/runs "
                         "for a smoke test, runs/dialogue-context for docs/results)")  # fmt: skip
+    parser.add_argument("--only", nargs="*", metavar="VARIANT-sSEED", default=None,
+                        help="train exactly these runs (e.g. copy-s0 alone-s1), in this order, "
+                        "instead of --variants x --seeds")  # fmt: skip
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--score", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -220,11 +270,18 @@ def main() -> None:
             for v in args.variants
             if kept.get(f"{v}-s{s}", {}).get("budget_cpu_minutes") != args.minutes
         ]
+        if args.only is not None:
+            jobs = [_parse_run(name, parser) for name in args.only]
+        runs.mkdir(parents=True, exist_ok=True)
+        vocabulary_run(runs)
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {f"{v}-s{s}": pool.submit(train_and_score, v, s, args.minutes, runs)
                        for v, s in jobs}  # fmt: skip
             for name, future in futures.items():
-                kept[name] = future.result()
+                record = future.result()
+                # re-read: another invocation (--only other runs) may have written meanwhile
+                kept = read_json(results_path)["runs"] if results_path.is_file() else {}
+                kept[name] = record
                 atomic_write_json(results_path, {"runs": kept})  # keep each finished run
     machine = machine_description()
     atomic_write_json(results_path, {"machine": machine, "runs": kept})

@@ -5,6 +5,7 @@ on one thread, then ``qkv evaluate``, the CPU seconds the training took, and the
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -29,9 +30,12 @@ def train_and_evaluate(
     """``qkv train config --set ...`` on one thread (into ``out``, overwriting), then
     ``qkv evaluate --model out``, both logged to ``log_path``; the CPU seconds this call's
     training took. With ``resume``, a run that left a checkpoint in ``out`` (a benchmark stopped
-    by a signal, or at a session's end) continues from it with ``qkv train --resume`` instead,
+    by a signal, or at a session's end) and was started with the same ``sets`` (recorded beside
+    it, ``OUT.sets.json``) continues from it with ``qkv train --resume`` instead,
     its budget clock continued and the ``train.*`` settings applied; the log is appended to."""
-    resuming = resume and (out / "checkpoints" / "latest.json").is_file()
+    marker = out.parent / f"{out.name}.sets.json"  # what the run in ``out`` was started with
+    started = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+    resuming = resume and started == sets and (out / "checkpoints" / "latest.json").is_file()
     if resuming:
         budget = [f"--set={s}" for s in sets if s.startswith("train.")]
         train = [sys.executable, "-m", "qkv", "train", "--resume", str(out), "--quiet",
@@ -42,6 +46,9 @@ def train_and_evaluate(
     evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
     env = {**os.environ, **ONE_THREAD}
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if not resuming:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(sets), encoding="utf-8")
     with open(log_path, "a" if resuming else "w", encoding="utf-8") as handle:
         cpu = _call(train, handle, env)
         _call(evaluate, handle, env)

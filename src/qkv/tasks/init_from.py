@@ -72,13 +72,14 @@ def init_from_run(model: nn.Module, run_dir: str | Path) -> tuple[str, ...]:
     return added
 
 
-def init_run_file(run_dir: str | Path, name: str) -> Path:
+def init_run_file(run_dir: str | Path, name: str, setting: str = "train.init_from") -> Path:
     """The file ``name`` (a vocabulary) of the run in ``run_dir``, checked against its manifest:
-    a run started from that run's weights reads its vocabulary, so the ids mean the same words."""
+    a run started from that run's weights reads its vocabulary, so the ids mean the same words
+    (``setting``: the configuration key that named the run, for messages)."""
     path = Path(run_dir) / name
     if not path.is_file():
         raise RunDirError(
-            f"train.init_from={run_dir}: {path} is missing; pass the directory of a trained run "
+            f"{setting}={run_dir}: {path} is missing; pass the directory of a trained run "
             "of this task (its vocabulary gives the ids their words)"
         )
     check_run_files(run_dir, only=(name,))

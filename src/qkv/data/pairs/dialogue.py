@@ -21,8 +21,11 @@ headings and the list of persons dropped): 30,546 turns. Then, scene by scene:
 
 With ``replies_only=True`` the pairs are the same (the same replies, dropped by the same
 rule) with every source left empty: a model of the replies alone, the baseline that measures
-what reading the context adds (an encoder-decoder then reads only its end-of-source token, so
-its perplexity is per the same words as the model that reads the context).
+what reading the context adds (an encoder-decoder then reads only its end-of-source token, and
+scores the same reply words as the model that reads the context). A vocabulary built from these
+pairs lacks the contexts' counts and is smaller, so more reply words are ``<unk>``: for
+perplexities that compare, give both models one vocabulary (the summarisation task's
+``data.vocab_from``).
 
 Speaker names are not part of the text, unless ``speakers=True``: then each context turn
 starts with its speaker's heading and a colon (``"Ber : Who's there? <turn> Fran : Nay, answer

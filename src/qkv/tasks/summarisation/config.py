@@ -28,6 +28,11 @@ class SummaryDataConfig:
         max_target_len: training pairs with a longer target are dropped.
         valid_examples: validation pairs decoded (greedily) at each evaluation to pick the best
             weights by ROUGE-L; ``0``: pick by validation loss.
+        vocab_from: a trained run's directory whose vocabulary this run reads instead of
+            building its own (``vocab_size`` and ``min_count`` then play no part), so that runs
+            on different data options score the same words: the model of the replies alone
+            (empty sources) builds a smaller vocabulary than the model with contexts, and a
+            perplexity over fewer words, more of them ``<unk>``, is not comparable.
     """
 
     corpus: str = "docstrings"
@@ -37,8 +42,16 @@ class SummaryDataConfig:
     max_source_len: int = ranged(400, ">= 1")
     max_target_len: int = ranged(60, ">= 1")
     valid_examples: int = ranged(200, ">= 0")
+    vocab_from: str | None = None
 
     def __post_init__(self) -> None:
+        if self.vocab_from is not None and (
+            not isinstance(self.vocab_from, str) or not self.vocab_from.strip()
+        ):
+            raise ValueError(
+                "data.vocab_from must be a trained run's directory or null, got "
+                f"{self.vocab_from!r}"
+            )
         for name in ("vocab_size", "min_count", "max_source_len", "max_target_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

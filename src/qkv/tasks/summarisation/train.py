@@ -51,8 +51,10 @@ def train_text_to_text(run: TrainingRun, runner: type[TextToText]) -> Trained:
     train_config = config.section("train", SummaryTrainConfig)
     corpus = load_corpus(data.corpus, **data.options)
     init_from = None if run.resume else train_config.init_from  # a resume has its checkpoint
+    vocab_run = _vocab_run(init_from, data.vocab_from)
     vocab = run.shared(
-        make=lambda: SummaryVocab.load(init_run_file(init_from, VOCAB_FILE)) if init_from
+        make=lambda: SummaryVocab.load(init_run_file(vocab_run[0], VOCAB_FILE, vocab_run[1]))
+        if vocab_run
         else SummaryVocab.build(
             (summary_tokens(text) for pair in corpus.train for text in pair),
             data.vocab_size, data.min_count,
@@ -111,6 +113,20 @@ def train_text_to_text(run: TrainingRun, runner: type[TextToText]) -> Trained:
         higher_is_better=metric == "valid_rouge_l",
         count_tokens=lambda batch: int((batch.tgt_out != PAD_ID).sum()),
     )
+
+
+def _vocab_run(init_from: str | None, vocab_from: str | None) -> tuple[str, str] | None:
+    """The run whose vocabulary this run reads and the setting that named it
+    (``train.init_from``: its weights need its ids; or ``data.vocab_from``), or ``None``."""
+    if init_from and vocab_from and Path(init_from).resolve() != Path(vocab_from).resolve():
+        raise ValueError(
+            f"train.init_from={init_from} and data.vocab_from={vocab_from} name different runs: "
+            "a run started from another's weights reads that run's vocabulary; leave out "
+            "data.vocab_from"
+        )
+    if init_from:
+        return init_from, "train.init_from"
+    return None if vocab_from is None else (vocab_from, "data.vocab_from")
 
 
 def train_summariser(run: TrainingRun) -> Trained:
