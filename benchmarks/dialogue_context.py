@@ -7,16 +7,17 @@ shuffled, none) and compare the perplexity of the same replies.
 Variants (``--variants``): ``context`` (the configured model, one previous turn), ``alone`` (the
 same model trained on empty sources, ``data.options.replies_only=true``), and the options known
 to make a small dialogue model use its context: ``turns3`` (three previous turns), ``speakers``
-(each context turn starts with its speaker), ``copy`` (the pointer-generator) and ``all`` (the
-three together). A variant with three turns of context is scored on its own pairs (replies with
-three turns before them in their scene): compare its conditions with each other, not its
-perplexity with the one-turn variants'.
+(each context turn starts with its speaker), ``copy`` (the pointer-generator), ``all`` (the
+three together) and ``pretrained`` (pretrained weights: the replies-alone model for half the
+budget, then the one-turn model from its weights for the other half). A variant with three
+turns of context is scored on its own pairs (replies with three turns before them in their
+scene): compare its conditions with each other, not its perplexity with the one-turn variants'.
 
 The engine snapshots by CPU minutes, not by steps, so equal steps are compared on the validation
 curve (``eval_every``): the report gives each variant's validation loss at the last step that
 every run reached.
 
-    python benchmarks/dialogue_context.py                        # 3 seeds x 6 variants x 60 min
+    python benchmarks/dialogue_context.py                        # 3 seeds x 7 variants x 60 min
     python benchmarks/dialogue_context.py --seeds 1 --minutes 1 --variants context alone \\
         --out /tmp/dc                                            # a smoke test
     python benchmarks/dialogue_context.py --report-only          # rewrite the report
@@ -51,7 +52,13 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (what it is, its s
     "copy": ("one previous turn, pointer-generator", ("model.copy=true",)),
     "all": ("three turns, speakers marked, pointer-generator",
             ("data.options.context_turns=3", "data.options.speakers=true", "model.copy=true")),
+    "pretrained": ("one previous turn, from the replies-alone model's weights (half the budget "
+                   "each)", ()),
 }  # fmt: skip
+# Variants trained in two phases: first the named variant for a share of the CPU budget, then
+# this one from its best weights (``train.init_from``: its vocabulary too) for the rest; the
+# budget counts both. "pretrained": the decoder learns the replies' language first.
+FIRST_PHASE: dict[str, tuple[str, float]] = {"pretrained": ("alone", 0.5)}
 CONDITIONS = ("true", "random", "shuffled", "empty")
 # The replies-alone model reads the vocabulary of the model with one previous turn (built from
 # the replies and their contexts): its own, from the replies alone, has fewer words, more reply
@@ -63,10 +70,17 @@ CHECKPOINT_EVERY = 300  # steps: a run stopped (signal or session end) resumes f
 def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict[str, object]:
     """Train one run on one thread, ``qkv evaluate`` it, score it under every condition."""
     out = runs / f"{variant}-s{seed}"
-    own = [s.format(vocabulary=runs / VOCABULARY) for s in VARIANTS[variant][1]]
-    sets = [*own, f"train.seed={seed}", "train.clock=cpu",
-            f"train.max_minutes={minutes}", f"train.checkpoint_every={CHECKPOINT_EVERY}",
-            f"out_dir={out}"]  # fmt: skip
+    own, first, first_steps, rest = _settings(variant, runs), None, 0, minutes
+    if variant in FIRST_PHASE:
+        base, share = FIRST_PHASE[variant]
+        first = runs / f"{out.name}-first"
+        log(f"training {first.name}")
+        train_and_evaluate(ROOT / CONFIG, _run_sets(_settings(base, runs), seed, minutes * share,
+                           first), first, runs / f"{first.name}.log", resume=True,
+                           evaluate=False)  # fmt: skip
+        own, first_steps = [*own, f"train.init_from={first}"], int(metrics_rows(first)[-1]["step"])
+        rest = minutes * (1 - share)
+    sets = _run_sets(own, seed, rest, out)
     log(f"training {out.name}")
     train_and_evaluate(ROOT / CONFIG, sets, out, runs / f"{out.name}.log", resume=True)
     command = [sys.executable, __file__, "--score", str(out)]
@@ -77,16 +91,31 @@ def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict
     return {
         "variant": variant,
         "seed": seed,
-        "overrides": [s for s in sets if s.startswith(("data.", "model.", "train.seed"))],
+        "overrides": [
+            s for s in sets if s.startswith(("data.", "model.", "train.seed", "train.init"))
+        ],
         "budget_cpu_minutes": minutes,
-        "cpu_minutes": _clock_minutes(out),
-        "steps": int(rows[-1]["step"]),
-        "valid_curve": {
-            int(r["step"]): float(r["valid_loss"]) for r in rows if r.get("valid_loss")
+        "cpu_minutes": _clock_minutes(out) + (0 if first is None else _clock_minutes(first)),
+        "steps": first_steps + int(rows[-1]["step"]),  # both phases'
+        "first_phase_steps": first_steps,
+        "valid_curve": {  # a second phase's steps count on from the first's
+            first_steps + int(r["step"]): float(r["valid_loss"])
+            for r in rows
+            if r.get("valid_loss")
         },
         "test": read_json(out / "results.json")["test"],
         "conditions": json.loads(done.stdout),
     }
+
+
+def _settings(variant: str, runs: Path) -> list[str]:
+    """``variant``'s own settings, the shared vocabulary's place filled in."""
+    return [s.format(vocabulary=runs / VOCABULARY) for s in VARIANTS[variant][1]]
+
+
+def _run_sets(own: list[str], seed: int, minutes: float, out: Path) -> list[str]:
+    return [*own, f"train.seed={seed}", "train.clock=cpu", f"train.max_minutes={minutes}",
+            f"train.checkpoint_every={CHECKPOINT_EVERY}", f"out_dir={out}"]  # fmt: skip
 
 
 def vocabulary_run(runs: Path) -> None:

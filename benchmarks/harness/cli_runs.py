@@ -25,17 +25,27 @@ def _call(command: list[str], handle, env: dict[str, str]) -> float:
 
 
 def train_and_evaluate(
-    config: Path, sets: list[str], out: Path, log_path: Path, resume: bool = False
+    config: Path,
+    sets: list[str],
+    out: Path,
+    log_path: Path,
+    resume: bool = False,
+    evaluate: bool = True,
 ) -> float:
     """``qkv train config --set ...`` on one thread (into ``out``, overwriting), then
     ``qkv evaluate --model out``, both logged to ``log_path``; the CPU seconds this call's
     training took. With ``resume``, a run that left a checkpoint in ``out`` (a benchmark stopped
     by a signal, or at a session's end) and was started with the same ``sets`` (recorded beside
     it, ``OUT.sets.json``) continues from it with ``qkv train --resume`` instead,
-    its budget clock continued and the ``train.*`` settings applied; the log is appended to."""
+    its budget clock continued and the ``train.*`` settings applied; the log is appended to. A
+    run started so that has finished (its ``results.json`` written) is left as it is (0 seconds).
+    ``evaluate=False`` leaves out ``qkv evaluate`` (a run only trained for a later one)."""
     marker = out.parent / f"{out.name}.sets.json"  # what the run in ``out`` was started with
     started = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
     resuming = resume and started == sets and (out / "checkpoints" / "latest.json").is_file()
+    finished = out / ("results.json" if evaluate else "model.safetensors")
+    if resuming and finished.is_file() and (evaluate or _stopped_by_budget(log_path)):
+        return 0.0
     if resuming:
         budget = [f"--set={s}" for s in sets if s.startswith("train.")]
         train = [sys.executable, "-m", "qkv", "train", "--resume", str(out), "--quiet",
@@ -43,7 +53,7 @@ def train_and_evaluate(
     else:
         train = [sys.executable, "-m", "qkv", "train", str(config), "--overwrite", "--quiet",
                  "--threads", "1", *[f"--set={s}" for s in sets]]  # fmt: skip
-    evaluate = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
+    evaluation = [sys.executable, "-m", "qkv", "evaluate", "--model", str(out), "--quiet"]
     env = {**os.environ, **ONE_THREAD}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if not resuming:
@@ -51,8 +61,21 @@ def train_and_evaluate(
         marker.write_text(json.dumps(sets), encoding="utf-8")
     with open(log_path, "a" if resuming else "w", encoding="utf-8") as handle:
         cpu = _call(train, handle, env)
-        _call(evaluate, handle, env)
+        if evaluate:
+            _call(evaluation, handle, env)
+        else:  # the mark that this run finished (what results.json is for an evaluated run)
+            handle.write(f"{FINISHED}\n")
     return cpu
+
+
+FINISHED = "harness: training finished"
+
+
+def _stopped_by_budget(log_path: Path) -> bool:
+    """Whether the log of a run trained without ``qkv evaluate`` says that it finished."""
+    if not log_path.is_file():
+        return False
+    return FINISHED in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
 def metrics_rows(out: Path) -> list[dict[str, str]]:
