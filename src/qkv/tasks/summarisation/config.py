@@ -13,6 +13,12 @@ from qkv.decoding.sizes import MAX_BEAM_SIZE, check_beam_size
 from qkv.training.config import TrainConfig
 
 
+def _check_run_dir(name: str, value: object) -> None:
+    """``value`` names a run directory (a non-blank string) or is ``None``."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"{name} must be a trained run's directory or null, got {value!r}")
+
+
 @dataclass(frozen=True)
 class SummaryDataConfig:
     """The ``data:`` section: a corpus of ``(source, target)`` pairs (any corpus of
@@ -45,13 +51,7 @@ class SummaryDataConfig:
     vocab_from: str | None = None
 
     def __post_init__(self) -> None:
-        if self.vocab_from is not None and (
-            not isinstance(self.vocab_from, str) or not self.vocab_from.strip()
-        ):
-            raise ValueError(
-                "data.vocab_from must be a trained run's directory or null, got "
-                f"{self.vocab_from!r}"
-            )
+        _check_run_dir("data.vocab_from", self.vocab_from)
         for name in ("vocab_size", "min_count", "max_source_len", "max_target_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -75,12 +75,7 @@ class SummaryTrainConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.init_from is not None and (
-            not isinstance(self.init_from, str) or not self.init_from.strip()
-        ):
-            raise ValueError(
-                f"train.init_from must be a trained run's directory or null, got {self.init_from!r}"
-            )
+        _check_run_dir("train.init_from", self.init_from)
         value = self.coverage_weight
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
             raise ValueError(f"train.coverage_weight must be a number >= 0, got {value!r}")
