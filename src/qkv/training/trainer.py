@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -232,7 +233,17 @@ class TrainingLoop:
             nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_norm)
         scaler.step(self.optimiser)
         scaler.update()
-        self.schedule.step()
+        if scaler.is_enabled():
+            # The scaler skips the optimiser's step when the scaled gradients overflow (fp16's
+            # first steps often do) while the schedule follows the loop's step count, so PyTorch's
+            # "lr_scheduler.step() before optimizer.step()" warning would blame a correct order.
+            with warnings.catch_warnings():
+                warnings.filterwarnings(
+                    "ignore", "Detected call of `lr_scheduler.step", UserWarning
+                )
+                self.schedule.step()
+        else:
+            self.schedule.step()
         state = self.state
         state.step += 1
         state.batches_in_epoch += len(group)
