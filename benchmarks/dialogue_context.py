@@ -36,7 +36,7 @@ from pathlib import Path
 
 from harness import ROOT
 from harness.cli_runs import ONE_THREAD, metrics_rows, train_and_evaluate
-from harness.machine import machine_description, script_command
+from harness.machine import machine_description
 from harness.report import log, table
 
 from qkv.io import atomic_write, atomic_write_json
@@ -234,7 +234,7 @@ def _rows(records: list[dict]) -> list[list[str]]:
         alone = [_alone_ratio(r, records) for r in mine]
         at_common = [r["valid_curve"].get(str(common), r["valid_curve"].get(common)) for r in mine]
         rows.append([
-            f"{variant}: {what}", str(len(mine)), _spread([r["steps"] for r in mine]),
+            f"{variant}: {what}", str(len(mine)), _spread([r["steps"] for r in mine], 0),
             *(_spread(ppl[c]) for c in CONDITIONS),
             " ".join(f"{x:.2f}" for x in ratio),
             "" if variant == "alone" else " ".join("-" if x is None else f"{x:.2f}" for x in alone),
@@ -242,6 +242,56 @@ def _rows(records: list[dict]) -> list[list[str]]:
             str(mine[0]["conditions"]["true"]["tokens"]),
         ])  # fmt: skip
     return rows
+
+
+def _gaps(mine: list[dict], records: list[dict], condition: str) -> list[float]:
+    """Per seed, the reply perplexity under ``condition`` minus with the true context; for
+    ``"alone"``, the replies-alone model's (same seed, same replies) minus the true context's."""
+    gaps = []
+    for record in mine:
+        true = record["conditions"]["true"]["perplexity"]
+        if condition == "alone":
+            ratio = _alone_ratio(record, records)
+            if ratio is not None:
+                gaps.append(ratio * true - true)
+        else:
+            gaps.append(record["conditions"][condition]["perplexity"] - true)
+    return gaps
+
+
+def target_rows(records: list[dict]) -> list[list[str]]:
+    """The target, per variant with context: each gap (random, empty, replies alone, each minus
+    the true context's perplexity) as mean ± sd over seeds, the run-to-run spread (the sd of the
+    true-context perplexity over seeds), and whether every gap is positive on every seed and its
+    mean above the spread (``needs 3 seeds`` with fewer)."""
+    rows = []
+    for variant, (what, _) in VARIANTS.items():
+        mine = [r for r in records if r["variant"] == variant]
+        if variant == "alone" or not mine:
+            continue
+        true = [r["conditions"]["true"]["perplexity"] for r in mine]
+        spread = statistics.stdev(true) if len(true) > 1 else None
+        gaps = {c: _gaps(mine, records, c) for c in ("random", "empty", "alone")}
+        verdicts = []
+        for names in (("random", "empty"), ("alone",)):
+            if len(mine) < 3 or any(len(gaps[c]) < len(mine) for c in names):
+                verdicts.append(f"needs 3 seeds ({len(mine)})")
+                continue
+            met = all(min(gaps[c]) > 0 and statistics.fmean(gaps[c]) > (spread or 0)
+                      for c in names)  # fmt: skip
+            verdicts.append("met" if met else "NOT met")
+        rows.append([
+            f"{variant}: {what}", str(len(mine)), _spread(true),
+            "" if spread is None else f"{spread:.1f}",
+            *(_spread(g) if g else "-" for g in gaps.values()), *verdicts,
+        ])  # fmt: skip
+    return rows
+
+
+TARGET_COLUMNS = ["variant", "seeds", "ppl true", "spread (sd of ppl true)",
+                  "random - true", "empty - true", "replies alone - true",
+                  "below random and empty", "below replies alone"]  # fmt: skip
+COMMAND = "PYTHONPATH=src:benchmarks python benchmarks/dialogue_context.py --jobs 2"
 
 
 def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> None:
@@ -269,12 +319,20 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
         "",
         *table(header, _rows(records)),
         "",
+        "The target: with the true context the reply perplexity is lower than with a random "
+        "context, than with none and than the replies-alone model's, each by more than the "
+        "run-to-run spread, on three seeds. Each gap is a perplexity minus the true context's "
+        "(above 0: the true context is better), mean ± sd over seeds.",
+        "",
+        *table(TARGET_COLUMNS, target_rows(records)),
+        "",
         f"Budget: {budgets} CPU-minutes per run (`train.clock=cpu`, one thread each).",
         "",
-        "Command:",
+        "Command (every variant and seed; `--only VARIANT-sSEED ...` trains some, and a run "
+        "stopped midway resumes from its last checkpoint):",
         "",
         "```",
-        script_command(),
+        COMMAND,
         "```",
         "",
         f"Machine: {machine}",
