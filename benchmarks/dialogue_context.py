@@ -253,16 +253,16 @@ def _common_step(records: list[dict]) -> int:
     return max(set.intersection(*steps), default=0) if steps else 0
 
 
-def _alone_ratio(record: dict, records: list[dict]) -> float | None:
-    """The replies-alone model's perplexity (its own, ``empty``) over ``record``'s with the true
-    context, the same seed and the same reply tokens; ``None`` without such a run (e.g. a
-    variant with three turns whose replies the replies-alone run was not scored on)."""
+def _alone_perplexity(record: dict, records: list[dict]) -> float | None:
+    """The replies-alone model's perplexity (its own, ``empty``) on ``record``'s replies: the
+    same seed and the same reply tokens; ``None`` without such a run (e.g. a variant with three
+    turns whose replies the replies-alone run was not scored on)."""
     true = record["conditions"]["true"]
     for other in records:
         if other["variant"] == "alone" and other["seed"] == record["seed"]:
             for empty in (other["conditions"]["empty"], *other.get("alone_on_turns", {}).values()):
                 if empty["tokens"] == true["tokens"] and empty["pairs"] == true["pairs"]:
-                    return empty["perplexity"] / true["perplexity"]
+                    return empty["perplexity"]
     return None
 
 
@@ -276,13 +276,16 @@ def _rows(records: list[dict]) -> list[list[str]]:
         ppl = {c: [r["conditions"][c]["perplexity"] for r in mine] for c in CONDITIONS}
         ratio = [r["conditions"]["random"]["perplexity"] / r["conditions"]["true"]["perplexity"]
                  for r in mine]  # fmt: skip
-        alone = [_alone_ratio(r, records) for r in mine]
+        alone = [_alone_perplexity(r, records) for r in mine]
         at_common = [r["valid_curve"].get(str(common), r["valid_curve"].get(common)) for r in mine]
         rows.append([
             f"{variant}: {what}", str(len(mine)), _spread([r["steps"] for r in mine], 0),
             *(_spread(ppl[c]) for c in CONDITIONS),
             " ".join(f"{x:.2f}" for x in ratio),
-            "" if variant == "alone" else " ".join("-" if x is None else f"{x:.2f}" for x in alone),
+            "" if variant == "alone" else " ".join(
+                "-" if a is None else f"{a / r['conditions']['true']['perplexity']:.2f}"
+                for a, r in zip(alone, mine, strict=True)
+            ),
             "" if None in at_common else _spread([float(x) for x in at_common], 3),
             str(mine[0]["conditions"]["true"]["tokens"]),
         ])  # fmt: skip
@@ -296,9 +299,9 @@ def _gaps(mine: list[dict], records: list[dict], condition: str) -> list[float]:
     for record in mine:
         true = record["conditions"]["true"]["perplexity"]
         if condition == "alone":
-            ratio = _alone_ratio(record, records)
-            if ratio is not None:
-                gaps.append(ratio * true - true)
+            alone = _alone_perplexity(record, records)
+            if alone is not None:
+                gaps.append(alone - true)
         else:
             gaps.append(record["conditions"][condition]["perplexity"] - true)
     return gaps
