@@ -218,13 +218,13 @@ def score_alone_on_more_turns(kept: dict[str, dict], runs: Path) -> dict[str, di
     """Each replies-alone run scored (``empty``) on the test replies of every recorded variant
     with more turns of context (``alone_on_turns``), where the same seed has such a variant and
     the score is not yet recorded; the records, updated."""
-    turns = {
-        int(o.split("=")[1]) for r in kept.values() for o in r["overrides"]
-        if o.startswith("data.options.context_turns=")
-    }  # fmt: skip
     for name, record in kept.items():
         if record["variant"] != "alone":
             continue
+        turns = {
+            int(o.split("=")[1]) for r in kept.values() if r["seed"] == record["seed"]
+            for o in r["overrides"] if o.startswith("data.options.context_turns=")
+        }  # fmt: skip
         for n in sorted(turns - {int(k) for k in record.get("alone_on_turns", {})}):
             log(f"scoring {name} on the replies with {n} turns before them")
             command = [sys.executable, __file__, "--score", str(runs / name), "--turns", str(n)]
