@@ -14,14 +14,17 @@ turns of context is scored on its own pairs (replies with three turns before the
 scene, and a context of at most 60 words); ``turns3`` reads the shared vocabulary, and each
 replies-alone run is also scored on those replies, so the two compare (the replies-alone model
 trained on more replies: every one with a turn before it). The variants with speakers marked
-build their own vocabulary (the headings are words of their own): compare their conditions
-with each other.
+read the shared vocabulary with the headings' words added at its end (none of them a reply
+word), so every reply reads the same ids and their perplexities compare with the others'.
 
 The engine snapshots by CPU minutes, not by steps, so equal steps are compared on the validation
 curve (``eval_every``): the report gives each variant's validation loss at the last step that
-every run reached.
+every run reached. A CPU-minute buys fewer steps on a slower CPU (one without AVX-512 trains
+these models about 1.5x slower), so runs that must compare with runs of another machine take a
+budget of steps instead (``--steps``); each record names its machine and budget.
 
     python benchmarks/dialogue_context.py                        # 3 seeds x 7 variants x 60 min
+    python benchmarks/dialogue_context.py --only turns3-s0 --steps 1500   # one run, 1,500 steps
     python benchmarks/dialogue_context.py --seeds 1 --minutes 1 --variants context alone \\
         --out /tmp/dc                                            # a smoke test
     python benchmarks/dialogue_context.py --report-only          # rewrite the report
@@ -36,6 +39,7 @@ import statistics
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import ROOT
@@ -53,10 +57,12 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (what it is, its s
               ("data.options.replies_only=true", "data.vocab_from={vocabulary}")),
     "turns3": ("three previous turns", ("data.options.context_turns=3",
                                         "data.vocab_from={vocabulary}")),
-    "speakers": ("one previous turn, its speaker marked", ("data.options.speakers=true",)),
+    "speakers": ("one previous turn, its speaker marked", ("data.options.speakers=true",
+                                                          "data.vocab_from={speaker_vocabulary}")),
     "copy": ("one previous turn, pointer-generator", ("model.copy=true",)),
     "all": ("three turns, speakers marked, pointer-generator",
-            ("data.options.context_turns=3", "data.options.speakers=true", "model.copy=true")),
+            ("data.options.context_turns=3", "data.options.speakers=true", "model.copy=true",
+             "data.vocab_from={speaker_vocabulary}")),
     "pretrained": ("one previous turn, from the replies-alone model's weights (half the budget "
                    "each)", ()),
 }  # fmt: skip
@@ -69,6 +75,10 @@ CONDITIONS = ("true", "random", "shuffled", "empty")
 # the replies and their contexts): its own, from the replies alone, has fewer words, more reply
 # words are <unk>, and its perplexity would not compare. A one-step run writes it.
 VOCABULARY = "vocabulary"
+# The variants with speakers marked read that vocabulary with the speakers' headings added at
+# its end (:func:`speaker_vocabulary`): every reply word keeps its id, so their perplexities
+# compare with the others'.
+SPEAKER_VOCABULARY = "vocabulary-speakers"
 CHECKPOINT_EVERY = 300  # steps: a run stopped (signal or session end) resumes from its last one
 
 
@@ -122,19 +132,58 @@ FINDINGS: list[str] = [
 ]
 
 
-def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict[str, object]:
+@dataclass(frozen=True)
+class Budget:
+    """What ends a run: CPU minutes (``train.clock=cpu``), or steps with no time limit, which
+    compare across CPUs of different speeds (an AMD EPYC without AVX-512 trains these models
+    about 1.5x slower per CPU-minute than one with it)."""
+
+    minutes: float | None = None
+    steps: int | None = None
+
+    def sets(self) -> list[str]:
+        if self.steps is not None:
+            return ["train.clock=cpu", "train.max_minutes=null", f"train.max_steps={self.steps}"]
+        return ["train.clock=cpu", f"train.max_minutes={self.minutes}"]
+
+    def record(self) -> dict[str, float | int | None]:
+        return {"budget_cpu_minutes": self.minutes, "budget_steps": self.steps}
+
+
+def _part(budget: Budget, fraction: float, done_steps: int | None = None) -> Budget:
+    """A phase's share of ``budget``: ``fraction`` of its CPU minutes; of its steps, the first
+    phase's share, or (``done_steps``: the first phase's) what the first left."""
+    if budget.steps is None:
+        assert budget.minutes is not None
+        return Budget(minutes=budget.minutes * fraction)
+    if done_steps is not None:
+        return Budget(steps=budget.steps - done_steps)
+    return Budget(steps=round(budget.steps * fraction))
+
+
+def recorded_budget(record: dict) -> Budget:
+    return Budget(record.get("budget_cpu_minutes"), record.get("budget_steps"))
+
+
+def describe_budget(budget: Budget) -> str:
+    if budget.steps is not None:
+        return f"{budget.steps:,} steps"
+    return f"{budget.minutes:g} CPU-minutes"
+
+
+def train_and_score(variant: str, seed: int, budget: Budget, runs: Path) -> dict[str, object]:
     """Train one run on one thread, ``qkv evaluate`` it, score it under every condition."""
     out = runs / f"{variant}-s{seed}"
-    own, first, first_steps, rest = _settings(variant, runs), None, 0, minutes
+    own, first, first_steps, rest = _settings(variant, runs), None, 0, budget
     if variant in FIRST_PHASE:
         base, share = FIRST_PHASE[variant]
         first = runs / f"{out.name}-first"
         log(f"training {first.name}")
-        train_and_evaluate(ROOT / CONFIG, _run_sets(_settings(base, runs), seed, minutes * share,
-                           first), first, runs / f"{first.name}.log", resume=True,
-                           evaluate=False)  # fmt: skip
+        train_and_evaluate(ROOT / CONFIG, _run_sets(_settings(base, runs), seed,
+                           _part(budget, share), first), first, runs / f"{first.name}.log",
+                           resume=True, evaluate=False)  # fmt: skip
         own, first_steps = [*own, f"train.init_from={first}"], int(metrics_rows(first)[-1]["step"])
-        rest = minutes * (1 - share)
+        rest = _part(budget, 1 - share, first_steps)
     sets = _run_sets(own, seed, rest, out)
     log(f"training {out.name}")
     train_and_evaluate(ROOT / CONFIG, sets, out, runs / f"{out.name}.log", resume=True)
@@ -149,7 +198,8 @@ def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict
         "overrides": [
             s for s in sets if s.startswith(("data.", "model.", "train.seed", "train.init"))
         ],
-        "budget_cpu_minutes": minutes,
+        **budget.record(),
+        "machine": machine_description(),
         "cpu_minutes": _clock_minutes(out) + (0 if first is None else _clock_minutes(first)),
         "steps": first_steps + int(rows[-1]["step"]),  # both phases'
         "first_phase_steps": first_steps,
@@ -165,11 +215,12 @@ def train_and_score(variant: str, seed: int, minutes: float, runs: Path) -> dict
 
 def _settings(variant: str, runs: Path) -> list[str]:
     """``variant``'s own settings, the shared vocabulary's place filled in."""
-    return [s.format(vocabulary=runs / VOCABULARY) for s in VARIANTS[variant][1]]
+    return [s.format(vocabulary=runs / VOCABULARY, speaker_vocabulary=runs / SPEAKER_VOCABULARY)
+            for s in VARIANTS[variant][1]]  # fmt: skip
 
 
-def _run_sets(own: list[str], seed: int, minutes: float, out: Path) -> list[str]:
-    return [*own, f"train.seed={seed}", "train.clock=cpu", f"train.max_minutes={minutes}",
+def _run_sets(own: list[str], seed: int, budget: Budget, out: Path) -> list[str]:
+    return [*own, f"train.seed={seed}", *budget.sets(),
             f"train.checkpoint_every={CHECKPOINT_EVERY}", f"out_dir={out}"]  # fmt: skip
 
 
@@ -184,6 +235,38 @@ def vocabulary_run(runs: Path) -> None:
                "--threads", "1", "--set=train.max_steps=1", "--set=train.eval_every=1",
                "--set=train.tensorboard=false", f"--set=out_dir={out}"]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, env={**os.environ, **ONE_THREAD})
+
+
+def speaker_vocabulary(runs: Path) -> None:
+    """Write ``SPEAKER_VOCABULARY/vocab.json``: the shared vocabulary with the words of the
+    speakers' headings added at its end (those its training contexts hold at least
+    ``min_count`` times, with one turn or three), leaving out any word that a reply of any split
+    holds, so that every reply reads the same ids, ``<unk>`` included, as with the shared one."""
+    from collections import Counter
+
+    from qkv.data import load_corpus
+    from qkv.data.pairs.summary_words import SummaryVocab, summary_tokens
+
+    out = runs / SPEAKER_VOCABULARY / "vocab.json"
+    if out.is_file():
+        return
+    log("writing the vocabulary with the speakers' headings")
+    shared = SummaryVocab.load(runs / VOCABULARY / "vocab.json")
+    options = read_json(runs / VOCABULARY / "config.json")["data"]
+    headings: Counter[str] = Counter()
+    replies: set[str] = set()
+    for turns in (1, 3):
+        kwargs = {**options["options"], "context_turns": turns}
+        plain = load_corpus(options["corpus"], **kwargs)
+        marked = load_corpus(options["corpus"], **kwargs, speakers=True)
+        for (with_names, _), (without, _) in zip(marked.train, plain.train, strict=True):
+            headings.update(Counter(summary_tokens(with_names)) - Counter(summary_tokens(without)))
+        replies.update(t for split in ("train", "valid", "test") for _, reply in
+                       marked.split(split) for t in summary_tokens(reply))  # fmt: skip
+    added = [w for w, n in headings.most_common() if n >= options["min_count"]
+             and w not in shared.index and w not in replies]  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    SummaryVocab([*shared.words, *added]).save(out)
 
 
 def _clock_minutes(out: Path) -> float:
@@ -371,9 +454,19 @@ TARGET_COLUMNS = ["variant", "seeds", "ppl true", "spread (sd of ppl true)",
 COMMAND = "PYTHONPATH=src:benchmarks python benchmarks/dialogue_context.py --jobs 2"
 
 
-def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> None:
+def budgets_sentence(records: dict[str, dict]) -> str:
+    """Each budget and machine with the runs trained so."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, record in records.items():
+        key = (describe_budget(recorded_budget(record)), record["machine"])
+        groups.setdefault(key, []).append(name)
+    return "; ".join(f"{budget} per run on {machine} ({', '.join(sorted(names))})"
+                     for (budget, machine), names in groups.items())  # fmt: skip
+
+
+def write_report(kept: dict[str, dict], out: Path, figure: Path) -> None:
+    records = list(kept.values())
     common = _common_step(records)
-    budgets = " / ".join(f"{m:g}" for m in sorted({r["budget_cpu_minutes"] for r in records}))
     header = ["variant", "seeds", "steps", *(f"ppl {c}" for c in CONDITIONS),
               "random / true (each seed)", "replies alone / true (each seed)",
               f"valid loss at step {common or '(none common)'}",
@@ -403,7 +496,8 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
         "",
         *table(TARGET_COLUMNS, target_rows(records)),
         "",
-        f"Budget: {budgets} CPU-minutes per run (`train.clock=cpu`, one thread each).",
+        f"Budgets and machines (one thread each; CPU-minutes count `train.clock=cpu`): "
+        f"{budgets_sentence(kept)}.",
         "",
         "Command (every variant and seed; `--only VARIANT-sSEED ...` trains some, and a run "
         "stopped midway resumes from its last checkpoint):",
@@ -411,8 +505,6 @@ def write_report(records: list[dict], out: Path, machine: str, figure: Path) -> 
         "```",
         COMMAND,
         "```",
-        "",
-        f"Machine: {machine}",
     ]
     if figure.is_file():
         lines += ["", f"Attention of one reply to its context: ![]({figure.name})"]
@@ -433,6 +525,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 (default 3)")
     parser.add_argument("--minutes", type=float, default=60, help="CPU minutes per run")
+    parser.add_argument("--steps", type=int, default=None, help="a budget of steps per run "
+                        "instead of --minutes (no time limit): runs on CPUs of different "
+                        "speeds compare")  # fmt: skip
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results",
@@ -449,8 +544,9 @@ def main() -> None:
     if args.score:  # a child process: JSON on stdout
         print(json.dumps(score(args.score, args.turns)))
         return
-    if args.seeds < 1 or not args.minutes > 0 or args.jobs < 1:
-        parser.error("--seeds and --jobs must be >= 1 and --minutes > 0")
+    if args.seeds < 1 or not args.minutes > 0 or args.jobs < 1 or (args.steps or 1) < 1:
+        parser.error("--seeds, --steps and --jobs must be >= 1 and --minutes > 0")
+    budget = Budget(steps=args.steps) if args.steps else Budget(minutes=args.minutes)
     default_runs = ROOT / "runs" / "dialogue-context"
     runs = args.runs or (default_runs if args.out == ROOT / "docs/results" else args.out / "runs")
     results_path = args.out / "dialogue-context.json"
@@ -463,14 +559,15 @@ def main() -> None:
             (v, s)
             for s in range(args.seeds)
             for v in args.variants
-            if kept.get(f"{v}-s{s}", {}).get("budget_cpu_minutes") != args.minutes
+            if f"{v}-s{s}" not in kept or recorded_budget(kept[f"{v}-s{s}"]) != budget
         ]
         if args.only is not None:
             jobs = [_parse_run(name, parser) for name in args.only]
         runs.mkdir(parents=True, exist_ok=True)
         vocabulary_run(runs)
+        speaker_vocabulary(runs)
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {f"{v}-s{s}": pool.submit(train_and_score, v, s, args.minutes, runs)
+            futures = {f"{v}-s{s}": pool.submit(train_and_score, v, s, budget, runs)
                        for v, s in jobs}  # fmt: skip
             for name, future in futures.items():
                 record = future.result()
@@ -479,12 +576,11 @@ def main() -> None:
                 kept[name] = record
                 atomic_write_json(results_path, {"runs": kept})  # keep each finished run
     kept = score_alone_on_more_turns(kept, runs)
-    machine = machine_description()
-    atomic_write_json(results_path, {"machine": machine, "runs": kept})
+    atomic_write_json(results_path, {"runs": kept})
     figure = args.out / "dialogue-context-attention.png"
     if not args.report_only:
         draw_attention(runs, figure)
-    write_report(list(kept.values()), args.out, machine, figure)
+    write_report(kept, args.out, figure)
     log(f"wrote {args.out / 'dialogue-context.md'}")
 
 

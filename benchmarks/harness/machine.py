@@ -40,9 +40,13 @@ def cpu_info() -> tuple[str | None, set[str]]:
 
 
 def machine_description() -> str:
-    """CPU model, core count and torch, e.g. ``Intel(R) Xeon(R) ..., 2 cores, torch 2.5.1``."""
-    model = cpu_info()[0] or platform.processor() or platform.machine()
-    return f"{model}, {os.cpu_count()} cores, torch {torch.__version__}"
+    """CPU model and the features of :data:`SIMD` it has, core count and torch, e.g. ``AMD EPYC
+    (avx2, avx512f, avx512_bf16), 2 cores, torch 2.13.0+cpu``: one model name can cover CPUs of
+    different speeds (an AMD EPYC with AVX-512 or without), the features tell them apart."""
+    model, flags = cpu_info()
+    model = model or platform.processor() or platform.machine()
+    simd = ", ".join(f for f in SIMD if f in flags) or f"none of {'/'.join(SIMD)}"
+    return f"{model} ({simd}), {os.cpu_count()} cores, torch {torch.__version__}"
 
 
 def machine_line(
