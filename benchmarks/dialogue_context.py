@@ -24,7 +24,7 @@ these models about 1.5x slower), so runs that must compare with runs of another 
 budget of steps instead (``--steps``); each record names its machine and budget.
 
     python benchmarks/dialogue_context.py                        # 3 seeds x 7 variants x 60 min
-    python benchmarks/dialogue_context.py --only turns3-s0 --steps 1500   # one run, 1,500 steps
+    python benchmarks/dialogue_context.py --only turns3-s0 --steps 1200   # one run, 1,200 steps
     python benchmarks/dialogue_context.py --seeds 1 --minutes 1 --variants context alone \\
         --out /tmp/dc                                            # a smoke test
     python benchmarks/dialogue_context.py --report-only          # rewrite the report
@@ -498,7 +498,7 @@ def write_report(kept: dict[str, dict], out: Path, figure: Path) -> None:
     lines = [
         "# Does the dialogue model read its context? (Sankar et al. 2019)",
         "",
-        "Each model is trained once per seed on one thread for its CPU budget, then the same "
+        "Each model is trained once per seed on one thread for its budget (below), then the same "
         "test replies are scored with the true context, another dialogue's (seeded), the "
         "context's words shuffled within each turn, and no context (mean ± standard deviation "
         "over seeds). A model that reads its context scores worse when it is taken away: "
